@@ -1,0 +1,197 @@
+"""The ``agentgym`` command line. Subcommands delegate to the library modules.
+
+Exit codes: 0 success, 2 bad usage or bad input (one line on stderr), 1 internal error or a
+failed check.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from typer.exceptions import TyperException
+
+from agentgym.core.errors import BadInput
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="agentgym: environments, evaluation and training for credit assignment in LLM agents.",
+)
+out = Console(highlight=False, soft_wrap=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+EnvKwargs = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--env-kwarg", help="KEY=VALUE passed to the env (VALUE parsed as JSON if it can)."
+    ),
+]
+
+
+def parse_env_kwargs(items: list[str] | None) -> dict[str, Any]:
+    """``["path=/data", "max_turns=30"]`` → ``{"path": "/data", "max_turns": 30}``."""
+    kwargs: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise BadInput(f"--env-kwarg expects KEY=VALUE, got {item!r}")
+        try:
+            kwargs[key] = json.loads(value)
+        except ValueError:
+            kwargs[key] = value
+    return kwargs
+
+
+def print_json(doc: Any) -> None:
+    """Exactly one JSON document on stdout."""
+    sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+
+
+@app.command()
+def envs(
+    family: Annotated[str | None, typer.Option(help="search, tools, text or web.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List the registered environment ids."""
+    from agentgym.registry import env_ids, env_info
+
+    rows = [env_info(i) for i in env_ids(family)]
+    if as_json:
+        print_json([{"id": r.id, "family": r.family, "description": r.description} for r in rows])
+        return
+    table = Table("id", "family", "description")
+    for r in rows:
+        table.add_row(r.id, r.family, r.description)
+    out.print(table)
+
+
+@app.command()
+def check(
+    env_id: Annotated[str, typer.Argument(help="A registered id.")],
+    env_kwarg: EnvKwargs = None,
+    only: Annotated[list[str] | None, typer.Option(help="Run only this check.")] = None,
+) -> None:
+    """Run the full environment checker on one id (exit 1 if a check fails)."""
+    from agentgym.checker import CHECKS, check_agent_env
+
+    unknown = sorted(set(only or []) - set(CHECKS))
+    if unknown:
+        raise BadInput(f"unknown checks {unknown}: choose from {', '.join(CHECKS)}")
+    report = check_agent_env(env_id, env_kwargs=parse_env_kwargs(env_kwarg), only=only)
+    table = Table("check", "result", "seconds", "detail", title=env_id)
+    for r in report.results:
+        verdict = "[green]pass[/green]" if r.ok else "[red]FAIL[/red]"
+        table.add_row(r.name, verdict, f"{r.seconds:.2f}", escape(r.detail))
+    out.print(table)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def play(
+    env_id: Annotated[str, typer.Argument(help="A registered id.")],
+    seed: Annotated[int, typer.Option(help="Seed of the episode.")] = 0,
+    split: Annotated[str, typer.Option(help="train, val or test.")] = "train",
+    env_kwarg: EnvKwargs = None,
+) -> None:
+    """Play an episode in the terminal: type a menu number or an action's text."""
+    from agentgym.play import play_episode
+
+    play_episode(env_id, seed=seed, split=split, env_kwargs=parse_env_kwargs(env_kwarg))
+
+
+@app.command(name="eval")
+def eval_(
+    agent: Annotated[str, typer.Option(help="random, oracle or module:Class.")],
+    env: Annotated[list[str], typer.Option(help="Env id (repeat for several).")],
+    seeds: Annotated[int, typer.Option(help="Number of runs, each with its own seed.")],
+    out_path: Annotated[Path, typer.Option("--out", help="Results file to write.")],
+    episodes_per_seed: Annotated[int, typer.Option(help="Episodes per run.")] = 1,
+    root_seed: Annotated[int, typer.Option(help="Root of the seed tree.")] = 0,
+    split: Annotated[str, typer.Option(help="Task split: train, val or test.")] = "test",
+    env_kwarg: EnvKwargs = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace --out if it is another run's.")] = False,
+) -> None:
+    """Score an agent over many random seeds and write the results file."""
+    from agentgym.harness.evaluate import evaluate
+    from agentgym.harness.report import print_summary
+
+    result = evaluate(
+        agent,
+        env,
+        seeds=seeds,
+        episodes_per_seed=episodes_per_seed,
+        root_seed=root_seed,
+        split=split,
+        env_kwargs=parse_env_kwargs(env_kwarg),
+        out=out_path,
+        overwrite=overwrite,
+    )
+    print_summary(out, result)
+
+
+@app.command()
+def bench(
+    part: Annotated[str, typer.Argument(help="What to measure: search.")],
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write JSON here.")] = None,
+) -> None:
+    """Measure speed against a peer run in the same process; print a table (and JSON)."""
+    from agentgym.bench import run_bench
+
+    doc = run_bench(part, out)
+    if json_out is not None:
+        json_out.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+@app.command()
+def quickstart(
+    seeds: Annotated[int, typer.Option(help="Runs per agent.")] = 50,
+    out_dir: Annotated[Path, typer.Option(help="Where the results files go.")] = Path(
+        "agentgym-quickstart"
+    ),
+) -> None:
+    """The main job end to end on a small default: oracle and random agents, many seeds."""
+    from agentgym.harness.evaluate import evaluate
+    from agentgym.harness.report import print_comparison
+
+    env_id = "agentgym/Search-Menu-Small-v0"
+    results = {}
+    for agent in ("oracle", "random"):
+        path = out_dir / f"{agent}.json"
+        results[agent] = evaluate(agent, [env_id], seeds=seeds, out=path, overwrite=True)
+        out.print(f"wrote {path}")
+    print_comparison(out, results)
+
+
+def _fail(message: str) -> None:
+    """One line on stderr, exit code 2."""
+    print("agentgym: error: " + " ".join(message.split()), file=sys.stderr)
+    sys.exit(2)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI and turn errors into exit codes."""
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=argv, prog_name="agentgym", standalone_mode=False)
+    except TyperException as e:  # typer's usage errors (bad option, missing argument, ...)
+        if e.exit_code != 2:
+            raise
+        _fail(e.format_message())
+    except (typer.Abort, KeyboardInterrupt):
+        sys.exit(130)
+    except BadInput as e:
+        _fail(str(e))
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Playing one episode for the harness, recorded with its timing and transcript hash."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+import gymnasium as gym
+
+from agentgym.checker.transcript import canonical
+
+
+def run_episode(
+    env: gym.Env[Any, Any], agent: Any, *, env_id: str, run: int, episode: int, seed: int
+) -> dict[str, Any]:
+    """Play one episode and return its record (an error is recorded, never raised).
+
+    The transcript hash covers every observation, action, reward and end flag, so a re-run
+    of the same agent on the same seed can be compared byte for byte.
+    """
+    record: dict[str, Any] = {
+        "env_id": env_id,
+        "run": run,
+        "episode": episode,
+        "seed": seed,
+        "task_id": None,
+        "task_type": None,
+        "success": False,
+        "return": 0.0,
+        "steps": 0,
+        "tokens": 0,
+        "seconds": 0.0,
+        "error": None,
+        "transcript_sha256": None,
+    }
+    digest = hashlib.sha256()
+    start = time.perf_counter()
+    try:
+        obs, info = env.reset(seed=seed)
+        record["task_id"], record["task_type"] = info.get("task_id"), info.get("task_type")
+        agent.reset(env_id, seed)
+        if hasattr(agent, "bind"):
+            agent.bind(env.unwrapped)
+        digest.update(canonical(["reset", seed, obs]))
+        while True:
+            action = agent.act(obs, info)
+            obs, reward, terminated, truncated, info = env.step(action)
+            digest.update(canonical([action, obs, reward, terminated, truncated]))
+            record["steps"] += 1
+            record["return"] += float(reward)
+            if terminated or truncated:
+                record["success"] = bool(info.get("won", False))
+                break
+    except Exception as e:
+        record["error"] = f"{type(e).__name__}: {e}"
+    record["tokens"] = int(getattr(agent, "tokens_used", 0) or 0)
+    record["seconds"] = round(time.perf_counter() - start, 6)
+    record["transcript_sha256"] = digest.hexdigest()
+    return record

@@ -1,0 +1,70 @@
+"""The results file: the one format ``eval`` writes and ``submit`` reads (schema_version 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agentgym.core.errors import BadInput
+
+SCHEMA_VERSION = 1
+HARNESS_VERSION = "0.1"
+RECORDED_PACKAGES = ("agentgym", "gymnasium", "numpy", "rank-bm25")
+
+# Fields that tell whether an existing file came from the same command (so it may be resumed).
+IDENTITY_FIELDS = ("agent", "envs", "split", "root_seed", "episodes_per_seed")
+
+
+def packages() -> dict[str, str]:
+    """Installed versions of the packages that can change a result."""
+    out = {}
+    for name in RECORDED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def aggregates(episodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per env id: ``n`` runs and the ``mean`` of run scores (a run's score is the mean
+    success of its episodes; an errored episode counts as a failure)."""
+    runs: dict[str, dict[int, list[float]]] = {}
+    for ep in episodes:
+        runs.setdefault(ep["env_id"], {}).setdefault(ep["run"], []).append(float(ep["success"]))
+    out = {}
+    for env_id, by_run in sorted(runs.items()):
+        scores = [float(np.mean(v)) for _, v in sorted(by_run.items())]
+        out[env_id] = {"n": len(scores), "mean": float(np.mean(scores))}
+    return out
+
+
+def write_atomic(path: Path, doc: dict[str, Any]) -> None:
+    """Write JSON so that a crash leaves either the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """Load and minimally validate a results file (BadInput if unusable)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise BadInput(f"no such results file: {path}") from None
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{path} is not a JSON results file: {e}") from None
+    if not isinstance(doc, dict) or doc.get("schema_version") != SCHEMA_VERSION:
+        raise BadInput(f"{path} is not an agentgym results file (schema_version 1)")
+    if not isinstance(doc.get("episodes"), list):
+        raise BadInput(f"{path} has no episodes list")
+    return doc

@@ -1,0 +1,158 @@
+"""The agentgym registry: a thin layer over ``gymnasium.register`` with family metadata.
+
+Registration is data: string entry points only, idempotent, and run on ``import agentgym`` and
+inside :func:`make`, so every id also exists in spawned worker processes that import agentgym.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from agentgym.core.errors import BadInput, UnknownEnv
+
+FAMILIES = ("search", "tools", "text", "web")
+
+# Each family package exposes ``register()``; a family whose optional dependencies are missing
+# raises ImportError there and is skipped.
+_FAMILY_MODULES = {"search": "agentgym.envs.search"}
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What agentgym records about an id beyond gymnasium's ``EnvSpec``."""
+
+    id: str
+    family: str
+    description: str
+    entry_point: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def preset(self) -> str:
+        """The id's preset (Small, Medium, Large, Official...), or "" if it has none."""
+        parts = self.id.split("/")[-1].split("-")
+        return parts[-2] if len(parts) >= 4 else ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON-able data."""
+        return asdict(self)
+
+
+_REGISTRY: dict[str, EnvInfo] = {}
+_LOADED = False
+
+
+def register(
+    id: str,
+    entry_point: str,
+    *,
+    family: str,
+    description: str,
+    kwargs: dict[str, Any] | None = None,
+) -> None:
+    """Register an id with gymnasium and agentgym. Registering the same spec again is a no-op.
+
+    Args:
+        id: ``agentgym/<Family>-<Variant>[-<Preset>]-v<N>``.
+        entry_point: ``"module.path:ClassName"`` (a string, so specs stay JSON-able).
+        family: one of :data:`FAMILIES`.
+        description: one line shown by ``agentgym envs``.
+        kwargs: constructor arguments fixed by the id (preset names, sizes).
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}: use one of {FAMILIES}")
+    if ":" not in entry_point:
+        raise ValueError(f"entry_point must be 'module:Class', got {entry_point!r}")
+    record = EnvInfo(id, family, description, entry_point, dict(kwargs or {}))
+    known = _REGISTRY.get(id)
+    if known is not None:
+        if known != record:
+            raise ValueError(f"{id} is already registered with a different spec")
+        return
+    _REGISTRY[id] = record
+    if id not in gym.registry:
+        # The env enforces reset-before-step itself (ResetNeeded), so that a fresh instance
+        # can restore() a snapshot and step on; gymnasium's OrderEnforcing refuses that and
+        # its PassiveEnvChecker crashes on it. `agentgym check` runs the full check_env.
+        gym.register(
+            id=id,
+            entry_point=entry_point,
+            kwargs=dict(record.kwargs),
+            order_enforce=False,
+            disable_env_checker=True,
+        )
+
+
+def register_all() -> None:
+    """Register every family whose dependencies are installed (idempotent)."""
+    global _LOADED
+    if _LOADED:
+        return
+    for module in _FAMILY_MODULES.values():
+        try:
+            family = importlib.import_module(module)
+        except ImportError:
+            continue
+        family.register()
+    _LOADED = True
+
+
+def env_ids(family: str | None = None) -> list[str]:
+    """Registered ids, sorted, optionally of one family."""
+    register_all()
+    if family is not None and family not in FAMILIES:
+        raise UnknownEnv(f"unknown family {family!r}: choose one of {', '.join(FAMILIES)}")
+    return sorted(i for i, r in _REGISTRY.items() if family is None or r.family == family)
+
+
+def env_info(env_id: str) -> EnvInfo:
+    """The agentgym record of ``env_id``; :class:`UnknownEnv` with suggestions if unknown."""
+    register_all()
+    try:
+        return _REGISTRY[env_id]
+    except KeyError:
+        close = difflib.get_close_matches(env_id, list(_REGISTRY), n=3, cutoff=0.5)
+        hint = f" Did you mean {' or '.join(close)}?" if close else ""
+        raise UnknownEnv(
+            f"unknown environment {env_id!r}.{hint} Run `agentgym envs` to list them."
+        ) from None
+
+
+def make(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
+    """``gymnasium.make`` for agentgym ids, with a "did you mean" error for unknown ids."""
+    env_info(env_id)
+    try:
+        return gym.make(env_id, **kwargs)
+    except TypeError as e:
+        if "keyword argument" not in str(e):
+            raise
+        raise BadInput(f"{env_id} does not take these arguments: {e}") from None
+
+
+def make_vec(
+    env_id: str,
+    num_envs: int,
+    *,
+    vectorization_mode: str = "sync",
+    context: str | None = None,
+    **kwargs: Any,
+) -> gym.vector.VectorEnv[Any, Any, Any]:
+    """A vector env of ``num_envs`` copies of ``env_id``.
+
+    ``"async"`` runs each copy in a worker process with ``shared_memory=False`` (gymnasium
+    cannot place text spaces in shared memory); workers import agentgym, so ids resolve there
+    even under the ``spawn`` start method.
+    """
+    env_info(env_id)
+    fns = [functools.partial(make, env_id, **kwargs) for _ in range(num_envs)]
+    if vectorization_mode == "sync":
+        return gym.vector.SyncVectorEnv(fns)
+    if vectorization_mode == "async":
+        return gym.vector.AsyncVectorEnv(fns, shared_memory=False, context=context)
+    raise BadInput(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")

@@ -1,0 +1,1 @@
+"""Policies, rollout engine, trainer and credit-assignment variants."""

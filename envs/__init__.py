@@ -1,0 +1,1 @@
+"""Environment families: one package each (search, tools, text, web)."""

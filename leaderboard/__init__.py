@@ -1,0 +1,1 @@
+"""The local leaderboard: SQLite store, submission checks, web page."""

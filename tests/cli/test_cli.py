@@ -1,0 +1,161 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+SMALL = "agentgym/Search-Menu-Small-v0"
+
+
+def cli(*args, stdin=None, cwd=None):
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "agentgym.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+    )
+
+
+def test_envs_json_is_exactly_one_document():
+    out = cli("envs", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert {"id": SMALL, "family": "search"}.items() <= next(
+        r for r in rows if r["id"] == SMALL
+    ).items()
+    assert all(set(r) == {"id", "family", "description"} for r in rows)
+
+
+def test_envs_family_filter_and_table():
+    assert json.loads(cli("envs", "--family", "search", "--json").stdout)
+    assert json.loads(cli("envs", "--family", "tools", "--json").stdout) == []
+    table = cli("envs")
+    assert table.returncode == 0 and SMALL in table.stdout
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("envs", "--family", "games"), "unknown family"),
+        (("check", "agentgym/Search-Menu-Smal-v0"), "Did you mean"),
+        (
+            ("eval", "--agent", "nobody", "--env", SMALL, "--seeds", "2", "--out", "x.json"),
+            "unknown agent",
+        ),
+        (
+            ("eval", "--agent", "random", "--env", SMALL, "--seeds", "0", "--out", "x.json"),
+            "at least 1",
+        ),
+        (
+            (
+                "eval",
+                "--agent",
+                "random",
+                "--env",
+                SMALL,
+                "--seeds",
+                "2",
+                "--out",
+                "x.json",
+                "--env-kwarg",
+                "colour=blue",
+            ),
+            "does not take",
+        ),
+        (
+            (
+                "eval",
+                "--agent",
+                "random",
+                "--env",
+                SMALL,
+                "--seeds",
+                "2",
+                "--out",
+                "x.json",
+                "--split",
+                "dev",
+            ),
+            "unknown split",
+        ),
+        (
+            ("eval", "--agent", "random", "--env", SMALL, "--seeds", "two", "--out", "x.json"),
+            "--seeds",
+        ),
+        (("frobnicate",), "No such command"),
+        (("bench", "everything"), "unknown bench part"),
+        (("play", SMALL, "--env-kwarg", "oops"), "KEY=VALUE"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, args, words):
+    out = cli(*args, cwd=tmp_path)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_check_passes_on_small():
+    out = cli("check", SMALL, "--only", "oracle_wins", "--only", "adversarial_actions")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("pass") == 2
+
+
+def test_eval_oracle_and_random_over_50_seeds(tmp_path):
+    for agent, check in (("oracle", lambda m: m == 1.0), ("random", lambda m: m <= 0.3)):
+        path = tmp_path / f"{agent}.json"
+        out = cli("eval", "--agent", agent, "--env", SMALL, "--seeds", "50", "--out", str(path))
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(path.read_text())
+        agg = doc["aggregates"][SMALL]
+        assert agg["n"] == 50 and check(agg["mean"]), agg
+        assert len(doc["episodes"]) == 50 and doc["split"] == "test"
+
+
+def test_play_by_piped_input_wins_with_the_oracle_moves():
+    import agentgym
+
+    env = agentgym.make(SMALL)
+    env.reset(seed=5)
+    moves = []
+    while True:
+        move = env.unwrapped.oracle_action()
+        moves.append(move)
+        *_, term, trunc, _ = env.step(move)
+        if term or trunc:
+            break
+    out = cli("play", SMALL, "--seed", "5", stdin="\n".join(moves) + "\n")
+    assert out.returncode == 0, out.stderr
+    assert "Episode over: you won. Return 1." in out.stdout
+    assert "[0] search:" in out.stdout
+
+
+def test_play_survives_garbage_and_end_of_input():
+    out = cli("play", SMALL, "--seed", "1", stdin='\n99\n{"x":\n')
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("(that action was not valid)") == 3
+    assert "(input ended)" in out.stdout
+
+
+def test_bench_search_writes_rows_and_ratios(tmp_path):
+    path = tmp_path / "bench.json"
+    out = cli("bench", "search", "--json", str(path))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(path.read_text())
+    assert doc["part"] == "search"
+    assert {r["env_id"] for r in doc["rows"]} == set(doc["ratios"])
+    assert all(r["env_steps_per_s"] > 0 and r["engine_steps_per_s"] > 0 for r in doc["rows"])
+
+
+def test_quickstart_runs_the_main_job(tmp_path):
+    out = cli("quickstart", "--seeds", "10", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    oracle = json.loads((tmp_path / "agentgym-quickstart" / "oracle.json").read_text())
+    assert oracle["aggregates"][SMALL]["mean"] == 1.0
+    assert "random" in out.stdout and "oracle" in out.stdout

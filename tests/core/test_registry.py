@@ -1,0 +1,83 @@
+import subprocess
+import sys
+
+import gymnasium as gym
+import pytest
+
+import agentgym
+from agentgym.core.errors import BadInput, UnknownEnv
+from agentgym.registry import env_ids, env_info, register
+
+
+def test_ids_follow_the_naming_scheme_and_are_known_to_gymnasium():
+    ids = env_ids()
+    assert "agentgym/Search-Menu-Small-v0" in ids
+    for env_id in ids:
+        assert env_id.startswith("agentgym/") and "-v" in env_id
+        assert env_id in gym.registry
+        assert isinstance(gym.registry[env_id].entry_point, str)
+
+
+def test_family_filter():
+    assert env_ids("search") == [i for i in env_ids() if env_info(i).family == "search"]
+    with pytest.raises(UnknownEnv):
+        env_ids("games")
+
+
+def test_unknown_id_suggests_the_closest():
+    with pytest.raises(UnknownEnv, match="Did you mean agentgym/Search-Menu-Small-v0"):
+        agentgym.make("agentgym/Search-Menu-Smal-v0")
+
+
+def test_bad_constructor_argument_is_bad_input():
+    with pytest.raises(BadInput):
+        agentgym.make("agentgym/Search-Menu-Small-v0", colour="blue")
+
+
+def test_registration_is_idempotent_and_refuses_a_conflicting_spec():
+    info = env_info("agentgym/Search-Menu-Small-v0")
+    register(
+        info.id,
+        info.entry_point,
+        family=info.family,
+        description=info.description,
+        kwargs=info.kwargs,
+    )
+    with pytest.raises(ValueError, match="different spec"):
+        register(info.id, info.entry_point, family=info.family, description="changed")
+
+
+def test_a_fresh_process_knows_every_id_after_import_agentgym():
+    code = (
+        "import gymnasium as gym, agentgym;"
+        "env = gym.make('agentgym/Search-Menu-Small-v0');"
+        "print(env.reset(seed=0)[1]['task_id'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().startswith("q")
+
+
+def test_async_vector_env_in_spawned_workers():
+    envs = agentgym.make_vec(
+        "agentgym/Search-Menu-Small-v0", 2, vectorization_mode="async", context="spawn"
+    )
+    try:
+        obs, info = envs.reset(seed=[0, 1])
+        assert isinstance(obs, tuple) and all(isinstance(o, str) for o in obs)
+        obs, reward, _term, _trunc, info = envs.step([0, 0])
+        assert len(obs) == 2 and reward.shape == (2,)
+        assert info["action_mask"].shape == (2, 256)
+    finally:
+        envs.close()
+
+
+def test_sync_vector_env_matches_single_envs():
+    envs = agentgym.make_vec("agentgym/Search-Menu-Small-v0", 3)
+    obs, _ = envs.reset(seed=10)
+    singles = [
+        agentgym.make("agentgym/Search-Menu-Small-v0").reset(seed=10 + i)[0] for i in range(3)
+    ]
+    assert list(obs) == singles  # gymnasium seeds sub-env i with seed + i
+    obs, _, _, _, info = envs.step(["0", 0, "not an action"])
+    assert info["action_valid"].tolist() == [True, True, False]
+    envs.close()
