@@ -25,7 +25,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="agentgym: environments, evaluation and training for credit assignment in LLM agents.",
 )
-out = Console(highlight=False, soft_wrap=True)
+out = Console(highlight=False)
+if not out.is_terminal:  # piped or captured: do not cut ids to 80 columns
+    out.width = 160
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 EnvKwargs = Annotated[
@@ -122,7 +124,7 @@ def eval_(
 ) -> None:
     """Score an agent over many random seeds and write the results file."""
     from agentgym.harness.evaluate import evaluate
-    from agentgym.harness.report import print_summary
+    from agentgym.harness.report import print_results
 
     result = evaluate(
         agent,
@@ -135,7 +137,7 @@ def eval_(
         out=out_path,
         overwrite=overwrite,
     )
-    print_summary(out, result)
+    print_results(out, {agent: result})
 
 
 @app.command()
@@ -145,10 +147,11 @@ def bench(
 ) -> None:
     """Measure speed against a peer run in the same process; print a table (and JSON)."""
     from agentgym.bench import run_bench
+    from agentgym.harness.results import write_atomic
 
     doc = run_bench(part, out)
     if json_out is not None:
-        json_out.write_text(json.dumps(doc, indent=1) + "\n")
+        write_atomic(json_out, doc)
 
 
 @app.command()
@@ -160,7 +163,7 @@ def quickstart(
 ) -> None:
     """The main job end to end on a small default: oracle and random agents, many seeds."""
     from agentgym.harness.evaluate import evaluate
-    from agentgym.harness.report import print_comparison
+    from agentgym.harness.report import print_results
 
     env_id = "agentgym/Search-Menu-Small-v0"
     results = {}
@@ -168,7 +171,7 @@ def quickstart(
         path = out_dir / f"{agent}.json"
         results[agent] = evaluate(agent, [env_id], seeds=seeds, out=path, overwrite=True)
         out.print(f"wrote {path}")
-    print_comparison(out, results)
+    print_results(out, results)
 
 
 def _fail(message: str) -> None:

@@ -112,6 +112,8 @@ def evaluate(
         env_kwargs=kwargs,
     )
     episodes = _resume(out, doc, overwrite) if out else []
+    if out:
+        write_atomic(out, _finish(doc, episodes))  # an unwritable --out fails before any work
     done = {(e["env_id"], e["run"], e["episode"]) for e in episodes}
     plan = episode_seeds(root_seed, seeds, episodes_per_seed)
     total, count = len(env_ids) * seeds * episodes_per_seed, len(done)

@@ -8,25 +8,13 @@ from rich.console import Console
 from rich.table import Table
 
 
-def print_summary(console: Console, result: dict[str, Any]) -> None:
-    """One row per env: runs, mean success, episodes, errors."""
-    table = Table("env", "agent", "runs", "mean success", "episodes", "errored")
-    for env_id, agg in result["aggregates"].items():
-        eps = [e for e in result["episodes"] if e["env_id"] == env_id]
-        errored = sum(e["error"] is not None for e in eps)
-        table.add_row(
-            env_id,
-            result["agent"]["spec"],
-            str(agg["n"]),
-            f"{agg['mean']:.3f}",
-            str(len(eps)),
-            str(errored),
-        )
-    console.print(table)
+def print_results(console: Console, results: dict[str, dict[str, Any]]) -> None:
+    """One row per (agent, env): runs, mean success, mean steps per episode, errored episodes.
 
-
-def print_comparison(console: Console, results: dict[str, dict[str, Any]]) -> None:
-    """Agents side by side on each env: mean success and mean steps per episode."""
+    Args:
+        console: where to print.
+        results: results documents by the name to show for their agent.
+    """
     table = Table("env", "agent", "runs", "mean success", "mean steps", "errored")
     for name, result in results.items():
         for env_id, agg in result["aggregates"].items():

@@ -45,14 +45,23 @@ def aggregates(episodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def write_atomic(path: Path, doc: dict[str, Any]) -> None:
-    """Write JSON so that a crash leaves either the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(doc, f, indent=1, sort_keys=False)
-        f.write("\n")
-    os.replace(tmp, path)
+def write_atomic(path: Path, doc: Any) -> None:
+    """Write JSON so that a crash leaves either the old file or the new one, never half.
+
+    Raises:
+        BadInput: the path is a directory or cannot be written.
+    """
+    if path.is_dir():
+        raise BadInput(f"{path} is a directory: give a file path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except OSError as e:
+        raise BadInput(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def read_results(path: Path) -> dict[str, Any]:

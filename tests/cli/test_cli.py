@@ -88,6 +88,7 @@ def test_envs_family_filter_and_table():
             "--seeds",
         ),
         (("frobnicate",), "No such command"),
+        (("eval", "--agent", "random", "--env", SMALL, "--seeds", "1", "--out", "."), "directory"),
         (("bench", "everything"), "unknown bench part"),
         (("play", SMALL, "--env-kwarg", "oops"), "KEY=VALUE"),
     ],

@@ -46,8 +46,9 @@ def test_task_id_option_picks_the_task_directly():
         env.reset(options={"task_id": "q99999"})
 
 
-def test_oracle_wins_every_test_task_with_reward_one_and_full_progress():
-    env = agentgym.make(SMALL, split="test", privileged=True)
+@pytest.mark.parametrize("env_id", [SMALL, "agentgym/Search-Menu-Medium-v0"])
+def test_oracle_wins_every_test_task_with_reward_one_and_full_progress(env_id):
+    env = agentgym.make(env_id, split="test", privileged=True)
     for tid in env.unwrapped.task_ids("test"):
         _, reward, terminated, _, info, _ = play_oracle(env, options={"task_id": tid})
         assert terminated and info["won"] and reward == 1.0
