@@ -141,15 +141,42 @@ def eval_(
 
 
 @app.command()
+def ablate(
+    agent: Annotated[str, typer.Option(help="random, oracle or module:Class.")],
+    env: Annotated[str, typer.Option(help="An env id with graph ablations (search family).")],
+    seeds: Annotated[int, typer.Option(help="Number of seeds (one episode each).")],
+    root_seed: Annotated[int, typer.Option(help="Root of the seed tree.")] = 0,
+    split: Annotated[str, typer.Option(help="Task split: train, val or test.")] = "test",
+    as_json: JsonFlag = False,
+) -> None:
+    """Success with the agent's own visited/cited evidence removed or kept alone."""
+    from agentgym.harness.ablate import ablate as run_ablate
+
+    doc = run_ablate(agent, env, seeds=seeds, root_seed=root_seed, split=split)
+    if as_json:
+        print_json(doc)
+        return
+    table = Table("corpus", "runs", "mean success", "paired change", title=f"{env} · {agent}")
+    base = doc["baseline"]
+    table.add_row("intact", str(base["n"]), f"{base['mean']:.3f}", "")
+    for mode, agg in doc["ablations"].items():
+        table.add_row(mode, str(agg["n"]), f"{agg['mean']:.3f}", f"{agg['delta']:+.3f}")
+    out.print(table)
+
+
+@app.command()
 def bench(
     part: Annotated[str, typer.Argument(help="What to measure: search.")],
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write JSON here.")] = None,
+    quick: Annotated[
+        bool, typer.Option(help="Small sizes: a smoke run, not a measurement.")
+    ] = False,
 ) -> None:
     """Measure speed against a peer run in the same process; print a table (and JSON)."""
     from agentgym.bench import run_bench
     from agentgym.harness.results import write_atomic
 
-    doc = run_bench(part, out)
+    doc = run_bench(part, out, quick=quick)
     if json_out is not None:
         write_atomic(json_out, doc)
 

@@ -1,20 +1,44 @@
-"""The full checker on every registered id (Large presets and Official loaders run elsewhere)."""
+"""The full checker on every registered id: Official loaders on their fixtures, Large presets
+only when marked slow."""
+
+from pathlib import Path
 
 import pytest
 
 from agentgym.checker import check_agent_env
 from agentgym.registry import env_ids, env_info
 
-CHECKED = [i for i in env_ids() if env_info(i).preset not in ("Large",) and "Official" not in i]
+FIXTURES = Path(__file__).parent / "envs" / "search" / "fixtures"
+OFFICIAL_FIXTURES = {
+    "agentgym/Search-Free-HotpotQA-Official-v0": FIXTURES / "hotpotqa",
+    "agentgym/Search-Free-2Wiki-Official-v0": FIXTURES / "2wiki",
+}
+CHECKED = [i for i in env_ids() if env_info(i).preset != "Large" and "Official" not in i]
+LARGE = [i for i in env_ids() if env_info(i).preset == "Large"]
 
 
-def test_there_are_ids_to_check():
-    assert "agentgym/Search-Menu-Small-v0" in CHECKED
-    assert "agentgym/Search-Menu-Medium-v0" in CHECKED
+def test_every_id_is_checked_somewhere():
+    official = [i for i in env_ids() if "Official" in i]
+    assert sorted(official) == sorted(OFFICIAL_FIXTURES)
+    assert set(CHECKED) | set(LARGE) | set(official) == set(env_ids())
+    assert "agentgym/Search-Menu-Small-v0" in CHECKED and "agentgym/Search-Free-Small-v0" in CHECKED
 
 
 @pytest.mark.parametrize("env_id", CHECKED)
 def test_every_registered_env_passes_the_checker(env_id):
     report = check_agent_env(env_id)
-    assert report.results, "no check ran"
+    assert len(report.results) >= 12
+    assert report.ok, report.failures()
+
+
+@pytest.mark.parametrize("env_id", sorted(OFFICIAL_FIXTURES))
+def test_official_loaders_pass_the_checker_on_their_fixtures(env_id):
+    report = check_agent_env(env_id, env_kwargs={"path": str(OFFICIAL_FIXTURES[env_id])})
+    assert report.ok, report.failures()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", LARGE)
+def test_large_presets_pass_the_checker(env_id):
+    report = check_agent_env(env_id)
     assert report.ok, report.failures()

@@ -16,10 +16,10 @@ from agentgym.core.errors import BadInput
 PARTS = {"search": "agentgym.bench.search"}
 
 
-def run_bench(part: str, console: Console) -> dict[str, Any]:
-    """Run one part's benchmark and print its table."""
+def run_bench(part: str, console: Console, quick: bool = False) -> dict[str, Any]:
+    """Run one part's benchmark and print its tables (``quick``: small sizes, a smoke run)."""
     if part not in PARTS:
         raise BadInput(f"unknown bench part {part!r}: available: {', '.join(PARTS)}")
     module = importlib.import_module(PARTS[part])
-    doc: dict[str, Any] = module.run(console)
+    doc: dict[str, Any] = module.run(console, quick=quick)
     return doc

@@ -1,4 +1,5 @@
-"""Search env speed: full ``gymnasium.make`` env steps against the bare engine operations."""
+"""Search family speed: env steps against the bare engine, BM25 against rank-bm25, dense
+search and query encoding. Every comparison is measured in the same run."""
 
 from __future__ import annotations
 
@@ -13,28 +14,32 @@ from agentgym.agents.builtin import RandomAgent
 from agentgym.envs.search.menu_env import SearchMenuEnv
 from agentgym.registry import make
 
-IDS = ("agentgym/Search-Menu-Small-v0", "agentgym/Search-Menu-Medium-v0")
-EPISODES = 200
+ENV_IDS = (
+    "agentgym/Search-Menu-Small-v0",
+    "agentgym/Search-Menu-Medium-v0",
+    "agentgym/Search-Free-Small-v0",
+    "agentgym/Search-Free-Medium-v0",
+)
 REPEATS = 3
 
 
-def _record(env_id: str) -> list[tuple[int, list[Any]]]:
-    """Episodes of mixed oracle/random play: (seed, actions), replayed by both loops."""
+def _record(env_id: str, episodes: int) -> list[tuple[int, list[Any]]]:
+    """Episodes of mixed oracle/random play: (seed, actions), replayed by the timed loops."""
     env, agent, rng = make(env_id), RandomAgent(), np.random.default_rng(0)
-    base = _base(env)
-    episodes = []
-    for seed in range(EPISODES):
+    played = []
+    for seed in range(episodes):
         obs, info = env.reset(seed=seed)
         agent.reset(env_id, seed)
         actions: list[Any] = []
         while True:
-            action = base.oracle_action() if rng.random() < 0.6 else agent.act(obs, info)
+            use_oracle = rng.random() < 0.6 or "action_mask" not in info
+            action = env.unwrapped.oracle_action() if use_oracle else agent.act(obs, info)
             actions.append(action)
             obs, _, term, trunc, info = env.step(action)
             if term or trunc:
                 break
-        episodes.append((seed, actions))
-    return episodes
+        played.append((seed, actions))
+    return played
 
 
 def _env_loop(env_id: str, episodes: list[tuple[int, list[Any]]]) -> tuple[int, float]:
@@ -48,16 +53,11 @@ def _env_loop(env_id: str, episodes: list[tuple[int, list[Any]]]) -> tuple[int, 
     return steps, time.perf_counter() - start
 
 
-def _base(env: Any) -> SearchMenuEnv:
-    base = env.unwrapped
-    assert isinstance(base, SearchMenuEnv)
-    return base
-
-
 def _engine_loop(env_id: str, episodes: list[tuple[int, list[Any]]]) -> tuple[int, float]:
-    """The same transitions through the engine's own operations: no observation text, no info,
+    """The menu env's transitions through its own operations: no observation text, no info,
     no wrappers; what any implementation of these rules must pay."""
-    base = _base(make(env_id))
+    base = make(env_id).unwrapped
+    assert isinstance(base, SearchMenuEnv)
     steps, start = 0, time.perf_counter()
     for seed, actions in episodes:
         base.reset(seed=seed)
@@ -71,36 +71,86 @@ def _engine_loop(env_id: str, episodes: list[tuple[int, list[Any]]]) -> tuple[in
     return steps, time.perf_counter() - start
 
 
-def run(console: Console) -> dict[str, Any]:
-    """Median steps/s over a few repeats for each id; the ratio is env / engine."""
-    rows: list[dict[str, Any]] = []
-    ratios: dict[str, float] = {}
-    for env_id in IDS:
-        episodes = _record(env_id)
+def env_rows(episodes: int = 200) -> list[dict[str, Any]]:
+    """Median steps/s of each id; for menu ids also of the bare engine, alternating runs."""
+    rows = []
+    for env_id in ENV_IDS:
+        played = _record(env_id, episodes)
         env_rates, engine_rates = [], []
         for _ in range(REPEATS):  # alternate so host noise hits both alike
-            n, t = _env_loop(env_id, episodes)
+            n, t = _env_loop(env_id, played)
             env_rates.append(n / t)
-            n, t = _engine_loop(env_id, episodes)
-            engine_rates.append(n / t)
-        env_sps, engine_sps = float(np.median(env_rates)), float(np.median(engine_rates))
-        rows.append(
-            {
-                "env_id": env_id,
-                "steps": n,
-                "env_steps_per_s": round(env_sps, 1),
-                "engine_steps_per_s": round(engine_sps, 1),
-            }
-        )
-        ratios[env_id] = round(env_sps / engine_sps, 3)
-    table = Table("env", "steps", "env steps/s", "engine-only steps/s", "env / engine")
-    for r in rows:
+            if "Menu" in env_id:
+                n, t = _engine_loop(env_id, played)
+                engine_rates.append(n / t)
+        row: dict[str, Any] = {"env_id": env_id, "steps": n}
+        row["env_steps_per_s"] = round(float(np.median(env_rates)), 1)
+        if engine_rates:
+            row["engine_steps_per_s"] = round(float(np.median(engine_rates)), 1)
+        rows.append(row)
+    return rows
+
+
+def run(console: Console, quick: bool = False) -> dict[str, Any]:
+    """All search measurements; ``quick`` shrinks sizes for a smoke run."""
+    from agentgym.bench.bm25 import bm25_rows
+    from agentgym.bench.dense import dense_rows
+
+    envs = env_rows(episodes=20 if quick else 200)
+    bm25 = bm25_rows(
+        sizes=(500, 2_000) if quick else (2_000, 100_000), queries=20 if quick else 200
+    )
+    dense = dense_rows(n_docs=2_000 if quick else 100_000, queries=10 if quick else 100)
+    ratios: dict[str, float] = {}
+    for r in envs:
+        if "engine_steps_per_s" in r:
+            ratios[f"env/engine {r['env_id']}"] = round(
+                r["env_steps_per_s"] / r["engine_steps_per_s"], 3
+            )
+    for r in bm25:
+        ratios[f"bm25 rank-bm25/ours p50 at {r['size']}"] = round(r["speedup_p50"], 1)
+        ratios[f"bm25 top-10 agreement at {r['size']}"] = r["top10_agreement"]
+    _print(console, envs, bm25, dense)
+    rows = [{"kind": "env", **r} for r in envs]
+    rows += [{"kind": "bm25", **r} for r in bm25]
+    rows += [{"kind": "dense", **r} for r in dense]
+    return {"part": "search", "rows": rows, "ratios": ratios}
+
+
+def _print(
+    console: Console,
+    envs: list[dict[str, Any]],
+    bm25: list[dict[str, Any]],
+    dense: list[dict[str, Any]],
+) -> None:
+    table = Table("env", "steps", "env steps/s", "engine-only steps/s", title="env steps")
+    for r in envs:
+        engine = r.get("engine_steps_per_s")
         table.add_row(
             r["env_id"],
             str(r["steps"]),
             f"{r['env_steps_per_s']:,.0f}",
-            f"{r['engine_steps_per_s']:,.0f}",
-            f"{ratios[r['env_id']]:.2f}",
+            "" if engine is None else f"{engine:,.0f}",
         )
     console.print(table)
-    return {"part": "search", "rows": rows, "ratios": ratios}
+    table = Table(
+        "pages",
+        "ours p50/p95 ms",
+        "rank-bm25 p50/p95 ms",
+        "speed-up",
+        "top-10 agreement",
+        title="BM25 top-10 query latency (tokenising included)",
+    )
+    for r in bm25:
+        table.add_row(
+            f"{r['size']:,}",
+            f"{r['fast_p50_ms']:.3f} / {r['fast_p95_ms']:.3f}",
+            f"{r['reference_p50_ms']:.1f} / {r['reference_p95_ms']:.1f}",
+            f"{r['speedup_p50']:.0f}x",
+            f"{r['top10_agreement']:.0%} of {r['reference_queries']}",
+        )
+    console.print(table)
+    table = Table("measure", "p50 ms", "p95 ms", "note", title="dense retrieval")
+    for r in dense:
+        table.add_row(r["measure"], f"{r['p50_ms']:.3f}", f"{r['p95_ms']:.3f}", r.get("note", ""))
+    console.print(table)

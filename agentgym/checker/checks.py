@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 import re
 import subprocess
@@ -16,7 +17,12 @@ import gymnasium as gym
 from gymnasium.utils.env_checker import check_env
 
 from agentgym.agents.builtin import OracleAgent, RandomAgent
-from agentgym.checker.transcript import ADVERSARIAL_ACTIONS, canonical, transcript
+from agentgym.checker.transcript import (
+    ADVERSARIAL_ACTIONS,
+    canonical,
+    transcript,
+    transcript_digest,
+)
 from agentgym.core.env import SPLITS, AgentEnv
 from agentgym.core.info import info_problems
 from agentgym.registry import make
@@ -122,17 +128,17 @@ def check_determinism(ctx: Ctx) -> None:
 
 def check_cross_process(ctx: Ctx) -> None:
     """A fresh Python process gives the same transcript (no hash() or set order leaks)."""
-    if ctx.env_kwargs:
-        return  # the child builds the registered id as is
-    import hashlib
-
-    here = hashlib.sha256(transcript(ctx.env_id, 3)).hexdigest()
+    here = transcript_digest(ctx.env_id, 3, env_kwargs=ctx.env_kwargs)
     code = (
-        "from agentgym.checker import transcript_digest;"
-        f"print(transcript_digest({ctx.env_id!r}, 3))"
+        "import json, sys; from agentgym.checker import transcript_digest;"
+        f"print(transcript_digest({ctx.env_id!r}, 3, env_kwargs=json.loads(sys.argv[1])))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False
+        [sys.executable, "-c", code, json.dumps(ctx.env_kwargs)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert out.returncode == 0, f"child process failed: {out.stderr.strip()[-500:]}"
     assert out.stdout.strip() == here, "transcript differs in another process"

@@ -72,6 +72,8 @@ def transcript(
     return b"\n".join(lines)
 
 
-def transcript_digest(env_id: str, seed: int, steps: int = 40) -> str:
+def transcript_digest(
+    env_id: str, seed: int, steps: int = 40, env_kwargs: dict[str, Any] | None = None
+) -> str:
     """sha256 of :func:`transcript` (printed by the cross-process check's child)."""
-    return hashlib.sha256(transcript(env_id, seed, steps)).hexdigest()
+    return hashlib.sha256(transcript(env_id, seed, steps, env_kwargs)).hexdigest()

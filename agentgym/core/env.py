@@ -94,6 +94,7 @@ class AgentEnv(gym.Env[ObsT, ActT], Generic[ObsT, ActT]):
         self.max_turns = int(max_turns or self.default_max_turns)
         self.render_mode = render_mode
         self._task_id: str | None = None
+        self._reset_seed: int | None = None
         self._turn = 0
         self._done = False
         self._turn_key: int | None = None
@@ -162,6 +163,7 @@ class AgentEnv(gym.Env[ObsT, ActT], Generic[ObsT, ActT]):
         elif not self._has_task(task_id):
             raise BadInput(f"unknown task_id {task_id!r} for {type(self).__name__}")
         self._task_id = str(task_id)
+        self._reset_seed = seed
         self._turn = 0
         self._done = False
         obs, info = self._start(self._task_id)
@@ -242,6 +244,7 @@ class AgentEnv(gym.Env[ObsT, ActT], Generic[ObsT, ActT]):
             "format": SNAPSHOT_FORMAT,
             "env": self._identity(),
             "task_id": self._task_id,
+            "reset_seed": self._reset_seed,
             "turn": self._turn,
             "done": self._done,
             "max_turns": self.max_turns,
@@ -268,6 +271,7 @@ class AgentEnv(gym.Env[ObsT, ActT], Generic[ObsT, ActT]):
         rng.bit_generator.state = state["rng"]
         self._np_random = rng
         self._task_id = state["task_id"]
+        self._reset_seed = state["reset_seed"]
         self._turn = state["turn"]
         self._done = state["done"]
         self.max_turns = state["max_turns"]

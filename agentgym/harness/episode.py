@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -12,12 +13,20 @@ from agentgym.checker.transcript import canonical
 
 
 def run_episode(
-    env: gym.Env[Any, Any], agent: Any, *, env_id: str, run: int, episode: int, seed: int
+    env: gym.Env[Any, Any],
+    agent: Any,
+    *,
+    env_id: str,
+    run: int,
+    episode: int,
+    seed: int,
+    on_end: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Play one episode and return its record (an error is recorded, never raised).
 
     The transcript hash covers every observation, action, reward and end flag, so a re-run
-    of the same agent on the same seed can be compared byte for byte.
+    of the same agent on the same seed can be compared byte for byte. ``on_end`` receives
+    the last ``info`` of an episode that ended normally.
     """
     record: dict[str, Any] = {
         "env_id": env_id,
@@ -51,6 +60,8 @@ def run_episode(
             record["return"] += float(reward)
             if terminated or truncated:
                 record["success"] = bool(info.get("won", False))
+                if on_end is not None:
+                    on_end(info)
                 break
     except Exception as e:
         record["error"] = f"{type(e).__name__}: {e}"

@@ -1,4 +1,5 @@
-"""The search family: multi-hop question answering over a seeded synthetic encyclopedia."""
+"""The search family: multi-hop question answering over a seeded synthetic encyclopedia
+(menu and free-form action spaces) and over official HotpotQA / 2WikiMultiHopQA data."""
 
 from __future__ import annotations
 
@@ -7,21 +8,33 @@ import rank_bm25  # noqa: F401  (the family's optional dependency: skip registra
 from agentgym.registry import register as _register
 
 _MENU = "agentgym.envs.search.menu_env:SearchMenuEnv"
+_FREE = "agentgym.envs.search.free_env:SearchFreeEnv"
+_SIZES = {"Small": "50", "Medium": "5,000", "Large": "100,000"}
 
 
 def register() -> None:
     """Register the family's ids (idempotent)."""
-    _register(
-        "agentgym/Search-Menu-Small-v0",
-        _MENU,
-        family="search",
-        description="Multi-hop QA, menu actions over a 50-page encyclopedia (CPU-trainable)",
-        kwargs={"preset": "small"},
-    )
-    _register(
-        "agentgym/Search-Menu-Medium-v0",
-        _MENU,
-        family="search",
-        description="Multi-hop QA, menu actions over a 5,000-page encyclopedia",
-        kwargs={"preset": "medium"},
-    )
+    for preset, pages in _SIZES.items():
+        kwargs = {"preset": preset.lower()}
+        _register(
+            f"agentgym/Search-Menu-{preset}-v0",
+            _MENU,
+            family="search",
+            description=f"Multi-hop QA, menu actions over a {pages}-page encyclopedia",
+            kwargs=kwargs,
+        )
+        _register(
+            f"agentgym/Search-Free-{preset}-v0",
+            _FREE,
+            family="search",
+            description=f"Multi-hop QA, free-form <search>/<answer> over {pages} pages",
+            kwargs=kwargs,
+        )
+    for name, fmt in (("HotpotQA", "hotpotqa"), ("2Wiki", "2wiki")):
+        _register(
+            f"agentgym/Search-Free-{name}-Official-v0",
+            _FREE,
+            family="search",
+            description=f"Official {name} questions from path=DIR, free-form search",
+            kwargs={"fmt": fmt},
+        )

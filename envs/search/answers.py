@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 from collections import Counter
@@ -18,6 +19,10 @@ def normalize(text: str) -> str:
     """
     text = text.lower().translate(_PUNCT)
     return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+# Sentence texts and entity names are normalised again and again: remember them.
+normalize_cached = functools.lru_cache(maxsize=1 << 18)(normalize)
 
 
 def exact_match(prediction: str, golds: Iterable[str]) -> float:

@@ -7,17 +7,18 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agentgym.envs.search.answers import answer_score, exact_match, token_f1
-from agentgym.envs.search.data import SearchData, load
-from agentgym.envs.search.questions import Question
-from agentgym.envs.search.world import Sentence, entity_node, value_node
 from gymnasium.spaces import Discrete
 
-from agentgym.core.env import AgentEnv, Transition
+from agentgym.core.env import Transition
 from agentgym.core.errors import ResetNeeded
 from agentgym.core.info import Segment, ToolCall
 from agentgym.core.menu import Menu
 from agentgym.core.spaces import String
+from agentgym.envs.search.answers import exact_match, token_f1
+from agentgym.envs.search.base import SearchEnvBase
+from agentgym.envs.search.world import Sentence, entity_node, value_node
+
+MAX_MENU = 256
 
 # An operation behind a menu item: (kind, *arguments).
 Op = tuple[Any, ...]
@@ -36,7 +37,7 @@ class _Episode:
     answer: str | None = None
 
 
-class SearchMenuEnv(AgentEnv[str, Any]):
+class SearchMenuEnv(SearchEnvBase):
     """Answer a multi-hop question by navigating an entity–sentence graph through a menu.
 
     ## Description
@@ -73,73 +74,22 @@ class SearchMenuEnv(AgentEnv[str, Any]):
     v0: first version.
     """
 
-    family = "search"
-    domain = "encyclopedia"
+    corpus = "titles"
+    default_max_turns = 20
 
-    def __init__(
-        self,
-        preset: str = "small",
-        *,
-        search_k: int = 5,
-        split: str = "train",
-        privileged: bool = False,
-        max_turns: int | None = None,
-        render_mode: str | None = None,
-    ):
-        """Create an env over a preset's world.
-
-        Args:
-            preset: "small" or "medium".
-            search_k: pages returned per title search.
-            split: task range drawn by ``reset(seed=...)``: train, val or test.
-            privileged: add gold answer, gold evidence and the reasoning chain to ``info``.
-            max_turns: turn limit (the preset's, 20, if None).
-            render_mode: None or "ansi".
-        """
-        self._data: SearchData = load(preset)
-        super().__init__(
-            split=split,
-            privileged=privileged,
-            max_turns=max_turns or self._data.preset.max_turns,
-            render_mode=render_mode,
-        )
-        self.preset = preset
-        self.search_k = int(search_k)
-        self.max_menu = self._data.preset.max_menu
+    def __init__(self, preset: str = "small", **kwargs: Any):
+        """Create an env over a preset's world; keyword arguments as :class:`SearchEnvBase`."""
+        super().__init__(preset, **kwargs)
+        self.max_menu = MAX_MENU
         self.observation_space = String()
         self.action_space = Discrete(self.max_menu)
-        self._q: Question | None = None
         self._ep = _Episode()
         self._menu = Menu((), self.max_menu)
         self._ops: list[Op] = []
 
-    # ------------------------------------------------------------------ tasks
-    def task_ids(self, split: str | None = None) -> tuple[str, ...]:
-        return self._data.splits[split or self.split]
-
-    def task_type_of(self, task_id: str) -> str:
-        return self._data.by_id[task_id].task_type
-
-    def _has_task(self, task_id: str) -> bool:
-        return task_id in self._data.by_id
-
-    def _config(self) -> dict[str, Any]:
-        return {"preset": self.preset, "search_k": self.search_k}
-
-    @property
-    def data_hash(self) -> str:
-        return self._data.data_hash
-
-    @property
-    def question(self) -> Question:
-        """The current task's question (privileged: holds the gold answer)."""
-        if self._q is None:
-            raise ResetNeeded("no task yet: call reset() first")
-        return self._q
-
     # ------------------------------------------------------------------ episode
     def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
-        self._q = self._data.by_id[task_id]
+        self._begin(task_id)
         self._ep = _Episode()
         self._rebuild_menu()
         obs = self._observe("The episode begins. Search for a page named in the question.")
@@ -168,7 +118,7 @@ class SearchMenuEnv(AgentEnv[str, Any]):
     def _do_search(self, mention: str) -> tuple[str, list[str], list[str]]:
         ep, world = self._ep, self._data.world
         ep.searched.append(mention)
-        hits = self._data.titles.search(mention, self.search_k)
+        hits = self.search(mention)
         for eid in hits:
             if eid not in ep.results:
                 ep.results.append(eid)
@@ -182,9 +132,9 @@ class SearchMenuEnv(AgentEnv[str, Any]):
         ep.current = eid
         if eid not in ep.expanded:
             ep.expanded.append(eid)
-        sids = self._data.world.pages[eid]
+        sids = self.visible(eid)
         ep.listed.extend(s for s in sids if s not in ep.listed)
-        return list(sids)
+        return sids
 
     def _do_expand(self, eid: int) -> tuple[str, list[str], list[str]]:
         produced = self._open(eid)
@@ -227,7 +177,7 @@ class SearchMenuEnv(AgentEnv[str, Any]):
         if ep.current is None:
             return []
         ops = []
-        for sid in world.pages[ep.current]:
+        for sid in self.visible(ep.current):
             if sid in ep.read:
                 continue
             s = world.sentences[sid]
@@ -292,9 +242,6 @@ class SearchMenuEnv(AgentEnv[str, Any]):
             lines.append(self._menu.render())
         return "\n".join(lines)
 
-    def _golds(self) -> list[str]:
-        return [self.question.answer, *self.question.aliases]
-
     def _state_key(self) -> str:
         ep = self._ep
         canon = [
@@ -337,29 +284,17 @@ class SearchMenuEnv(AgentEnv[str, Any]):
             },
         }
 
-    def _privileged_info(self) -> dict[str, Any]:
-        q = self.question
-        return {
-            "privileged_context": "\n".join(q.chain),
-            "gold_answer": q.answer,
-            "gold_evidence": list(q.evidence),
-        }
-
     # ------------------------------------------------------------------ snapshots
     def _get_state(self) -> dict[str, Any]:
         return asdict(self._ep)
 
     def _set_state(self, state: dict[str, Any]) -> None:
         assert self.task_id is not None
-        self._q = self._data.by_id[self.task_id]
+        self._begin(self.task_id)
         self._ep = _Episode(**state)
         self._rebuild_menu()
 
     # ------------------------------------------------------------------ gold and oracle
-    def check_answer(self, text: str) -> float:
-        """1.0 for an exact match with the gold answer or an alias, else token F1."""
-        return answer_score(text, self._golds())
-
     def oracle_action(self) -> str:
         """The next menu item on the gold reasoning chain (the item's text)."""
         if self.done:

@@ -146,12 +146,16 @@ def test_play_survives_garbage_and_end_of_input():
 
 def test_bench_search_writes_rows_and_ratios(tmp_path):
     path = tmp_path / "bench.json"
-    out = cli("bench", "search", "--json", str(path))
+    out = cli("bench", "search", "--quick", "--json", str(path))
     assert out.returncode == 0, out.stderr
     doc = json.loads(path.read_text())
     assert doc["part"] == "search"
-    assert {r["env_id"] for r in doc["rows"]} == set(doc["ratios"])
-    assert all(r["env_steps_per_s"] > 0 and r["engine_steps_per_s"] > 0 for r in doc["rows"])
+    kinds = {r["kind"] for r in doc["rows"]}
+    assert kinds == {"env", "bm25", "dense"}
+    envs = [r for r in doc["rows"] if r["kind"] == "env"]
+    assert all(r["env_steps_per_s"] > 0 for r in envs)
+    assert all(r["top10_agreement"] == 1.0 for r in doc["rows"] if r["kind"] == "bm25")
+    assert any(k.startswith("env/engine") for k in doc["ratios"])
 
 
 def test_quickstart_runs_the_main_job(tmp_path):

@@ -12,6 +12,7 @@ import sys
 from collections import Counter
 
 import pytest
+
 from agentgym.envs.search import questions as questions_mod
 from agentgym.envs.search import world as world_mod
 

@@ -1,0 +1,196 @@
+"""What the search family's action spaces share: data, tasks, gold answers, ablations."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agentgym.core.env import AgentEnv
+from agentgym.core.errors import BadInput, ResetNeeded
+from agentgym.envs.search.answers import answer_score
+from agentgym.envs.search.data import SearchData, load, load_official
+from agentgym.envs.search.questions import Question
+from agentgym.envs.search.retrieval import Retriever
+
+# Graph ablations: which sentence nodes of an earlier episode's provenance to hide.
+ABLATIONS = ("keep_cited", "remove_cited", "remove_uncited_visited")
+
+
+def hidden_sentences(
+    mode: str, all_sentences: Any, visited: list[str], cited: list[str]
+) -> frozenset[str]:
+    """The sentence ids an ablation hides, given an episode's visited and cited node ids.
+
+    Ablations act on sentence nodes ("s:..."): ``keep_cited`` hides every sentence but the
+    cited ones, ``remove_cited`` hides the cited ones, ``remove_uncited_visited`` hides the
+    sentences seen but not cited.
+    """
+    cited_s = {n for n in cited if n.startswith("s:")}
+    if mode == "keep_cited":
+        return frozenset(s for s in all_sentences if s not in cited_s)
+    if mode == "remove_cited":
+        return frozenset(cited_s)
+    if mode == "remove_uncited_visited":
+        return frozenset(n for n in visited if n.startswith("s:") and n not in cited_s)
+    raise BadInput(f"unknown ablation {mode!r}: choose one of {', '.join(ABLATIONS)}")
+
+
+def _read_provenance(provenance: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    if provenance is None or isinstance(provenance, Mapping):
+        return dict(provenance or {})
+    try:
+        return dict(json.loads(Path(provenance).read_text()))
+    except (OSError, ValueError, TypeError) as e:
+        raise BadInput(f"cannot read provenance file {provenance}: {e}") from None
+
+
+class SearchEnvBase(AgentEnv[str, Any]):
+    """Base of the search envs: a preset's world (or an official dataset), its question
+    splits, gold answers, retrievers and the graph ablations.
+
+    Ablations re-run an agent on a corpus with some sentences hidden: ``ablation`` names the
+    mode and ``provenance`` maps ``"<task_id>@<seed>"`` (or ``"<task_id>"``) to an earlier
+    episode's ``{"visited": [...], "cited": [...]}`` (a dict or a JSON file's path).
+    """
+
+    family = "search"
+    domain = "encyclopedia"
+    corpus = "pages"
+    ablations = ABLATIONS
+
+    def __init__(
+        self,
+        preset: str = "small",
+        *,
+        path: str | None = None,
+        fmt: str | None = None,
+        retriever: str = "bm25",
+        search_k: int = 5,
+        ablation: str | None = None,
+        provenance: Mapping[str, Any] | str | None = None,
+        split: str = "train",
+        privileged: bool = False,
+        max_turns: int | None = None,
+        render_mode: str | None = None,
+    ):
+        """Create the env.
+
+        Args:
+            preset: "small" (50 pages), "medium" (5,000) or "large" (100,000).
+            path: an official dataset's file or folder (Official ids); replaces ``preset``.
+            fmt: "hotpotqa" or "2wiki" for ``path`` (detected when None).
+            retriever: "bm25" (exact fast BM25Okapi), "bm25-reference" (rank-bm25) or "dense".
+            search_k: documents returned per search.
+            ablation: one of :data:`ABLATIONS`, or None.
+            provenance: the earlier episodes an ablation hides nodes of.
+            split: task range drawn by ``reset(seed=...)``: train, val or test.
+            privileged: add gold answer, gold evidence and the reasoning chain to ``info``.
+            max_turns: turn limit (the family default if None).
+            render_mode: None or "ansi".
+        """
+        if fmt is not None and not path:
+            raise BadInput("this id reads an official dataset: pass path=FILE_OR_DIR")
+        self._data: SearchData = load_official(path, fmt) if path else load(preset)
+        super().__init__(
+            split=split, privileged=privileged, max_turns=max_turns, render_mode=render_mode
+        )
+        if ablation is not None and ablation not in ABLATIONS:
+            raise BadInput(f"unknown ablation {ablation!r}: choose one of {', '.join(ABLATIONS)}")
+        if search_k < 1:
+            raise BadInput(f"search_k must be at least 1, got {search_k}")
+        self.preset, self.path, self.fmt = preset, path, fmt
+        self.retriever_name, self.search_k = retriever, int(search_k)
+        self.ablation = ablation
+        self._provenance = _read_provenance(provenance)
+        try:
+            self._retriever: Retriever = self._data.retriever(retriever, self.corpus)
+        except ImportError as e:
+            raise BadInput(f"retriever {retriever!r} needs: {e}") from None
+        self._q: Question | None = None
+        self._hidden: frozenset[str] = frozenset()
+
+    # ------------------------------------------------------------------ tasks
+    def task_ids(self, split: str | None = None) -> tuple[str, ...]:
+        return self._data.splits[split or self.split]
+
+    def task_type_of(self, task_id: str) -> str:
+        return self._data.by_id[task_id].task_type
+
+    def _has_task(self, task_id: str) -> bool:
+        return task_id in self._data.by_id
+
+    def _config(self) -> dict[str, Any]:
+        return {
+            "data": self._data.name,
+            "retriever": self.retriever_name,
+            "search_k": self.search_k,
+            "ablation": self.ablation,
+        }
+
+    @property
+    def data_hash(self) -> str:
+        return self._data.data_hash
+
+    @property
+    def question(self) -> Question:
+        """The current task's question (privileged: holds the gold answer)."""
+        if self._q is None:
+            raise ResetNeeded("no task yet: call reset() first")
+        return self._q
+
+    def _begin(self, task_id: str) -> None:
+        """Set the question and the ablation's hidden sentences for a new episode."""
+        self._q = self._data.by_id[task_id]
+        self._hidden = self._hidden_for(task_id)
+
+    def _hidden_for(self, task_id: str) -> frozenset[str]:
+        if self.ablation is None:
+            return frozenset()
+        record = self._provenance.get(f"{task_id}@{self._reset_seed}")
+        record = record or self._provenance.get(task_id)
+        if record is None:
+            return frozenset()
+        return hidden_sentences(
+            self.ablation, self._data.world.sentences, record["visited"], record["cited"]
+        )
+
+    def search(self, query: str) -> list[int]:
+        """Page ids the retriever returns for ``query``.
+
+        Under an ablation the intact index still ranks the pages (rebuilding BM25 on the few
+        pages ``keep_cited`` leaves would zero the idf of most terms and measure BM25's
+        small-corpus statistics, not the evidence), but pages whose sentences are all hidden
+        are never returned and hidden sentences are never shown.
+        """
+        k = self.search_k
+        if not self._hidden:
+            return self._retriever.search(query, k)
+        n_pages, want = len(self._data.world.entities), k
+        while True:
+            hits = self._retriever.search(query, want)
+            kept = [e for e in hits if self.visible(e)]
+            if len(kept) >= k or len(hits) < want or want >= n_pages:
+                return kept[:k]
+            want = min(4 * want, n_pages)
+
+    def visible(self, eid: int) -> list[str]:
+        """The sentence ids of page ``eid`` this episode can see."""
+        return [s for s in self._data.world.pages[eid] if s not in self._hidden]
+
+    # ------------------------------------------------------------------ gold
+    def _golds(self) -> list[str]:
+        return [self.question.answer, *self.question.aliases]
+
+    def check_answer(self, text: str) -> float:
+        """1.0 for an exact match with the gold answer or an alias, else token F1."""
+        return answer_score(text, self._golds())
+
+    def _privileged_info(self) -> dict[str, Any]:
+        q = self.question
+        return {
+            "privileged_context": "\n".join(q.chain),
+            "gold_answer": q.answer,
+            "gold_evidence": list(q.evidence),
+        }
