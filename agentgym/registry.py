@@ -89,6 +89,12 @@ def register(
         )
 
 
+def unregister(env_id: str) -> None:
+    """Remove an id registered with :func:`register` (temporary ids of tests and plugins)."""
+    if _REGISTRY.pop(env_id, None) is not None:
+        gym.registry.pop(env_id, None)
+
+
 def register_all() -> None:
     """Register every family whose dependencies are installed (idempotent)."""
     global _LOADED

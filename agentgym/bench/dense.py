@@ -85,7 +85,8 @@ def dense_rows(n_docs: int = 100_000, queries: int = 100, seed: int = 0) -> list
         seed: Seed of the random vectors and questions.
 
     Returns:
-        Two rows ``{op, n_docs, queries, p50_ms, p95_ms, note}``: faiss search, query encoding.
+        Rows ``{op, n_docs, queries, p50_ms, p95_ms, note}``: faiss search with faiss's own
+        OpenMP thread count, then with one thread (the note says which), then query encoding.
     """
     import faiss
 
@@ -98,14 +99,18 @@ def dense_rows(n_docs: int = 100_000, queries: int = 100, seed: int = 0) -> list
 
     index = faiss.IndexFlatIP(dense.DIM)
     index.add(_unit_rows(n_docs, rng, dense.DIM))
-    _, search_ms = _timed_ms([lambda v=v: index.search(v, K) for v in encoded])
+    searches = [lambda v=v: index.search(v, K) for v in encoded]
+    _, search_ms = _timed_ms(searches)
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        _, single_ms = _timed_ms(searches)
+    finally:
+        faiss.omp_set_num_threads(threads)
+    note = "random unit float32 vectors as the corpus; query encoding excluded"
     return [
-        _row(
-            f"faiss IndexFlatIP search, top {K}",
-            n_docs,
-            search_ms,
-            "random unit float32 vectors as the corpus; query encoding excluded",
-        ),
+        _row(f"faiss IndexFlatIP search, top {K}", n_docs, search_ms, f"{note}; {threads} threads"),
+        _row(f"faiss IndexFlatIP search, top {K}", n_docs, single_ms, f"{note}; 1 thread"),
         _row(
             "query encoding (all-MiniLM-L6-v2, CPU, 1 thread)",
             0,

@@ -150,7 +150,7 @@ def _print(
             f"{r['top10_agreement']:.0%} of {r['reference_queries']}",
         )
     console.print(table)
-    table = Table("measure", "p50 ms", "p95 ms", "note", title="dense retrieval")
+    table = Table("op", "p50 ms", "p95 ms", "note", title="dense retrieval")
     for r in dense:
-        table.add_row(r["measure"], f"{r['p50_ms']:.3f}", f"{r['p95_ms']:.3f}", r.get("note", ""))
+        table.add_row(r["op"], f"{r['p50_ms']:.3f}", f"{r['p95_ms']:.3f}", r["note"])
     console.print(table)

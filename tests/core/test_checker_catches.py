@@ -3,7 +3,7 @@
 import pytest
 
 from agentgym.checker import check_agent_env
-from agentgym.registry import register
+from agentgym.registry import register, unregister
 
 CASES = {
     "LeakyEnv": "standard_info_keys",
@@ -25,7 +25,10 @@ def test_checker_names_the_fault(cls, check):
         kwargs={"preset": "small"},
     )
     others = [c for c in set(CASES.values()) if c != check]
-    report = check_agent_env(env_id, only=[check, *others])
+    try:
+        report = check_agent_env(env_id, only=[check, *others])
+    finally:
+        unregister(env_id)
     failed = {r.name for r in report.results if not r.ok}
     assert check in failed, report.failures()
 

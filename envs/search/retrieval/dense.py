@@ -6,7 +6,8 @@ this module is cheap: torch, sentence-transformers and faiss are imported on fir
 
 An embedding is a pure function of its text: :func:`encode` batches only texts of equal token
 length, so no text is ever padded and its embedding does not depend on what else was encoded
-with it (padding changes the last bits of float32 results). That is what lets
+with it (padding changes the last bits of float32 results), and it runs torch on one intra-op
+thread (the thread count changes them too). That is what lets
 :meth:`DenseRetriever.replaced` re-encode only the changed documents and still score exactly
 like a retriever built from scratch on the changed corpus.
 
