@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,7 +48,7 @@ def _unit_rows(n: int, rng: np.random.Generator, dim: int) -> np.ndarray:
     return vectors
 
 
-def _timed_ms(calls: list[Callable[[], Any]]) -> tuple[list[Any], np.ndarray]:
+def _timed_ms(calls: Sequence[Callable[[], Any]]) -> tuple[list[Any], np.ndarray]:
     """Each call's result and wall time in milliseconds, after a few untimed warm-up calls."""
     for call in calls[:WARMUP]:
         call()
@@ -85,8 +86,9 @@ def dense_rows(n_docs: int = 100_000, queries: int = 100, seed: int = 0) -> list
         seed: Seed of the random vectors and questions.
 
     Returns:
-        Rows ``{op, n_docs, queries, p50_ms, p95_ms, note}``: faiss search with faiss's own
-        OpenMP thread count, then with one thread (the note says which), then query encoding.
+        Rows ``{op, n_docs, queries, p50_ms, p95_ms, note}``: faiss's exact flat search with
+        its own OpenMP thread count and with one thread (the peers), our retriever's exact
+        search, then query encoding.
     """
     import faiss
 
@@ -95,11 +97,14 @@ def dense_rows(n_docs: int = 100_000, queries: int = 100, seed: int = 0) -> list
     rng = np.random.default_rng(seed)
     texts = _questions(queries, rng)
     dense.load_encoder()
-    encoded, encode_ms = _timed_ms([lambda t=t: dense.encode([t]) for t in texts])
+    encoders: list[Callable[[], Any]] = [functools.partial(dense.encode, [t]) for t in texts]
+    encoded, encode_ms = _timed_ms(encoders)
 
+    vectors = _unit_rows(n_docs, rng, dense.DIM)
     index = faiss.IndexFlatIP(dense.DIM)
-    index.add(_unit_rows(n_docs, rng, dense.DIM))
-    searches = [lambda v=v: index.search(v, K) for v in encoded]
+    index.add(vectors)
+    ours = dense.DenseRetriever._from_parts([f"doc {i}" for i in range(n_docs)], vectors)
+    searches: list[Callable[[], Any]] = [functools.partial(index.search, v, K) for v in encoded]
     _, search_ms = _timed_ms(searches)
     threads = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(1)
@@ -107,10 +112,18 @@ def dense_rows(n_docs: int = 100_000, queries: int = 100, seed: int = 0) -> list
         _, single_ms = _timed_ms(searches)
     finally:
         faiss.omp_set_num_threads(threads)
+    mine: list[Callable[[], Any]] = [functools.partial(ours.search_vector, v, K) for v in encoded]
+    _, ours_ms = _timed_ms(mine)
     note = "random unit float32 vectors as the corpus; query encoding excluded"
     return [
         _row(f"faiss IndexFlatIP search, top {K}", n_docs, search_ms, f"{note}; {threads} threads"),
         _row(f"faiss IndexFlatIP search, top {K}", n_docs, single_ms, f"{note}; 1 thread"),
+        _row(
+            f"DenseRetriever exact search, top {K}",
+            n_docs,
+            ours_ms,
+            f"{note}; fp16 scan + exact float32 rescoring, 1 thread",
+        ),
         _row(
             "query encoding (all-MiniLM-L6-v2, CPU, 1 thread)",
             0,

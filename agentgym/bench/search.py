@@ -33,7 +33,8 @@ def _record(env_id: str, episodes: int) -> list[tuple[int, list[Any]]]:
         actions: list[Any] = []
         while True:
             use_oracle = rng.random() < 0.6 or "action_mask" not in info
-            action = env.unwrapped.oracle_action() if use_oracle else agent.act(obs, info)
+            base: Any = env.unwrapped
+            action = base.oracle_action() if use_oracle else agent.act(obs, info)
             actions.append(action)
             obs, _, term, trunc, info = env.step(action)
             if term or trunc:
@@ -107,6 +108,9 @@ def run(console: Console, quick: bool = False) -> dict[str, Any]:
             ratios[f"env/engine {r['env_id']}"] = round(
                 r["env_steps_per_s"] / r["engine_steps_per_s"], 3
             )
+    flat = min(r["p50_ms"] for r in dense if r["op"].startswith("faiss"))
+    ours = next(r["p50_ms"] for r in dense if r["op"].startswith("DenseRetriever"))
+    ratios["dense faiss flat/ours p50"] = round(flat / ours, 2)
     for r in bm25:
         ratios[f"bm25 rank-bm25/ours p50 at {r['size']}"] = round(r["speedup_p50"], 1)
         ratios[f"bm25 top-10 agreement at {r['size']}"] = r["top10_agreement"]

@@ -183,15 +183,15 @@ class SearchFreeEnv(SearchEnvBase):
         ep = self._ep
         gold = self.question.evidence
         f1 = token_f1(ep.answer, self._golds()) if ep.answer is not None else 0.0
-        searched = parsed is not None and parsed.kind == "search"
+        calls = []
+        if parsed is not None and parsed.kind == "search":
+            calls = [{"name": "search", "arguments": {"query": parsed.argument}}]
         return {
             "action_valid": valid,
             "won": reward == 1.0,
             "state_key": self._state_key(),
             "segments": list(parsed.segments) if parsed and valid else [],
-            "tool_calls": (
-                [{"name": "search", "arguments": {"query": parsed.argument}}] if searched else []
-            ),
+            "tool_calls": calls,
             "reward_components": {
                 "exact_match": reward,
                 "f1": f1,

@@ -158,6 +158,23 @@ def test_bench_search_writes_rows_and_ratios(tmp_path):
     assert any(k.startswith("env/engine") for k in doc["ratios"])
 
 
+def test_ablate_reports_each_ablation_as_json():
+    out = cli(
+        "ablate",
+        "--agent",
+        "oracle",
+        "--env",
+        "agentgym/Search-Free-Small-v0",
+        "--seeds",
+        "10",
+        "--json",
+    )
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["baseline"] == {"n": 10, "mean": 1.0}
+    assert set(doc["ablations"]) == {"keep_cited", "remove_cited", "remove_uncited_visited"}
+
+
 def test_quickstart_runs_the_main_job(tmp_path):
     out = cli("quickstart", "--seeds", "10", cwd=tmp_path)
     assert out.returncode == 0, out.stderr

@@ -276,3 +276,19 @@ def test_fresh_process_writes_only_under_agentgym_home_and_stays_offline(tmp_pat
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert all(w.startswith(("agh/", "tmp/")) for w in written), written
     assert any(w.startswith("agh/cache/dense/isolation-") for w in written), written
+
+
+def test_half_precision_scan_returns_the_exact_float32_ranking():
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((3000, dense.DIM)).astype(np.float32)
+    query = vectors[0] + 0.05 * rng.standard_normal(dense.DIM).astype(np.float32)
+    # near-ties closer than the fp16 error, which a half-precision ranking gets wrong
+    for i in range(1, 40):
+        vectors[i] = query + 1e-4 * rng.standard_normal(dense.DIM).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    query = (query / np.linalg.norm(query))[None, :].astype(np.float32)
+    retriever = dense.DenseRetriever._from_parts([str(i) for i in range(3000)], vectors)
+    exact = retriever._exact(query, np.arange(3000))
+    expected = np.lexsort((np.arange(3000), -exact))
+    for k in (1, 5, 10, 37, 60):
+        assert retriever.search_vector(query, k) == expected[:k].tolist()

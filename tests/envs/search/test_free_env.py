@@ -107,3 +107,18 @@ def test_heuristic_agents_score_between_random_and_oracle(env_id, agent):
 def test_heuristic_agents_follow_the_protocol():
     assert isinstance(FreeHeuristicAgent(), agentgym.agents.Agent)
     assert isinstance(MenuHeuristicAgent(), agentgym.agents.Agent)
+
+
+def test_dense_retriever_env_is_winnable_and_deterministic(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTGYM_HOME", str(tmp_path))
+    env = agentgym.make(FREE, retriever="dense", split="test")
+    tasks = env.unwrapped.task_ids("test")[:10]
+    for tid in tasks:
+        reward, _ = oracle_episode(env, options={"task_id": tid})
+        assert reward == 1.0, tid
+    again = agentgym.make(FREE, retriever="dense")
+    query = "<search>who directed the film</search>"
+    for e in (env, again):
+        e.reset(options={"task_id": tasks[0]})
+    assert env.step(query)[0] == again.step(query)[0]
+    assert list((tmp_path / "cache" / "dense").glob("*.npy"))
