@@ -112,7 +112,10 @@ def play(
 
 @app.command(name="eval")
 def eval_(
-    agent: Annotated[str, typer.Option(help="random, oracle or module:Class.")],
+    agent: Annotated[
+        str,
+        typer.Option(help="random, oracle, module:Class, a checkpoint dir or openai:URL#model."),
+    ],
     env: Annotated[list[str], typer.Option(help="Env id (repeat for several).")],
     seeds: Annotated[int, typer.Option(help="Number of runs, each with its own seed.")],
     out_path: Annotated[Path, typer.Option("--out", help="Results file to write.")],
@@ -121,23 +124,85 @@ def eval_(
     split: Annotated[str, typer.Option(help="Task split: train, val or test.")] = "test",
     env_kwarg: EnvKwargs = None,
     overwrite: Annotated[bool, typer.Option(help="Replace --out if it is another run's.")] = False,
+    workers: Annotated[int, typer.Option(help="Worker processes (or Ray CPUs).")] = 1,
+    backend: Annotated[str, typer.Option(help="local, process or ray.")] = "local",
+    address: Annotated[str | None, typer.Option(help="Address of a Ray cluster.")] = None,
+    transcripts: Annotated[
+        bool, typer.Option(help="Write every exchange to OUT.transcripts.jsonl.")
+    ] = False,
+    controls: Annotated[
+        bool, typer.Option(help="Also run the positive (oracle) and null controls.")
+    ] = False,
 ) -> None:
     """Score an agent over many random seeds and write the results file."""
-    from agentgym.harness.evaluate import evaluate
-    from agentgym.harness.report import print_results
+    from agentgym.harness.evaluate import Interrupted, evaluate
+    from agentgym.harness.report import print_report
 
-    result = evaluate(
-        agent,
-        env,
-        seeds=seeds,
-        episodes_per_seed=episodes_per_seed,
-        root_seed=root_seed,
-        split=split,
-        env_kwargs=parse_env_kwargs(env_kwarg),
-        out=out_path,
-        overwrite=overwrite,
-    )
-    print_results(out, {agent: result})
+    if backend == "local" and workers > 1:
+        backend = "process"
+    try:
+        result = evaluate(
+            agent,
+            env,
+            seeds=seeds,
+            episodes_per_seed=episodes_per_seed,
+            root_seed=root_seed,
+            split=split,
+            env_kwargs=parse_env_kwargs(env_kwarg),
+            out=out_path,
+            overwrite=overwrite,
+            backend=backend,
+            workers=workers,
+            address=address,
+            transcripts=transcripts,
+            controls=controls,
+            progress=True,
+        )
+    except Interrupted as e:
+        print(f"agentgym: {e}", file=sys.stderr)
+        raise typer.Exit(130) from None
+    print_report(out, result)
+
+
+@app.command()
+def report(
+    results: Annotated[Path, typer.Argument(help="A results file written by eval.")],
+    plot: Annotated[Path | None, typer.Option(help="Write a PNG of means and intervals.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Mean, IQM and 95% bootstrap intervals per env and task type (recomputed)."""
+    from agentgym.harness.report import print_report, report_json
+    from agentgym.harness.results import read_results
+
+    doc = read_results(results)
+    summary = report_json(doc)
+    if plot is not None:
+        from agentgym.harness.plot import plot_report
+
+        plot_report(summary, plot)
+    if as_json:
+        print_json(summary)
+        return
+    print_report(out, doc)
+    if plot is not None:
+        out.print(f"wrote {plot}")
+
+
+@app.command()
+def compare(
+    a: Annotated[Path, typer.Argument(help="Results file A (the baseline).")],
+    b: Annotated[Path, typer.Argument(help="Results file B.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Paired difference B - A on the episodes both files share."""
+    from agentgym.harness.compare import compare as paired
+    from agentgym.harness.results import read_results
+
+    doc = paired(read_results(a), read_results(b))
+    if as_json:
+        print_json(doc)
+        return
+    out.print(doc["verdict"])
 
 
 @app.command()
@@ -184,21 +249,31 @@ def bench(
 @app.command()
 def quickstart(
     seeds: Annotated[int, typer.Option(help="Runs per agent.")] = 50,
-    out_dir: Annotated[Path, typer.Option(help="Where the results files go.")] = Path(
+    out_dir: Annotated[Path, typer.Option(help="Where the results and the plot go.")] = Path(
         "agentgym-quickstart"
     ),
 ) -> None:
-    """The main job end to end on a small default: oracle and random agents, many seeds."""
+    """The main job end to end on a small default: the oracle, a scripted heuristic and a
+    random agent over many seeds on the test split, a report table with intervals, a plot."""
     from agentgym.harness.evaluate import evaluate
-    from agentgym.harness.report import print_results
+    from agentgym.harness.plot import plot_report
+    from agentgym.harness.report import print_report, report_json
 
     env_id = "agentgym/Search-Menu-Small-v0"
-    results = {}
-    for agent in ("oracle", "random"):
-        path = out_dir / f"{agent}.json"
-        results[agent] = evaluate(agent, [env_id], seeds=seeds, out=path, overwrite=True)
+    results, summary = {}, {}
+    agents = {
+        "oracle": "oracle",
+        "heuristic": "agentgym.envs.search.agents:MenuHeuristicAgent",
+        "random": "random",
+    }
+    for name, agent in agents.items():
+        path = out_dir / f"{name}.json"
+        results[name] = evaluate(agent, [env_id], seeds=seeds, out=path, overwrite=True)
+        summary[f"{name} on {env_id}"] = report_json(results[name])[env_id]
         out.print(f"wrote {path}")
-    print_results(out, results)
+    print_report(out, results)
+    plot_report(summary, out_dir / "report.png")
+    out.print(f"wrote {out_dir / 'report.png'}")
 
 
 def _fail(message: str) -> None:

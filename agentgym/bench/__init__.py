@@ -13,7 +13,7 @@ from rich.console import Console
 
 from agentgym.core.errors import BadInput
 
-PARTS = {"search": "agentgym.bench.search"}
+PARTS = {"search": "agentgym.bench.search", "harness": "agentgym.bench.harness"}
 
 
 def run_bench(part: str, console: Console, quick: bool = False) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentgym.checker.transcript import canonical
+from agentgym.checker.transcript import canonical, jsonable
 
 
 def run_episode(
@@ -21,12 +21,15 @@ def run_episode(
     episode: int,
     seed: int,
     on_end: Callable[[dict[str, Any]], None] | None = None,
+    transcript: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Play one episode and return its record (an error is recorded, never raised).
 
     The transcript hash covers every observation, action, reward and end flag, so a re-run
     of the same agent on the same seed can be compared byte for byte. ``on_end`` receives
-    the last ``info`` of an episode that ended normally.
+    the last ``info`` of an episode that ended normally; ``transcript``, when given, gets
+    the same exchange as JSON-able lists (``["reset", seed, obs]`` then one
+    ``[action, obs, reward, terminated, truncated]`` per step).
     """
     record: dict[str, Any] = {
         "env_id": env_id,
@@ -51,11 +54,11 @@ def run_episode(
         agent.reset(env_id, seed)
         if hasattr(agent, "bind"):
             agent.bind(env.unwrapped)
-        digest.update(canonical(["reset", seed, obs]))
+        _note(digest, transcript, ["reset", seed, obs])
         while True:
             action = agent.act(obs, info)
             obs, reward, terminated, truncated, info = env.step(action)
-            digest.update(canonical([action, obs, reward, terminated, truncated]))
+            _note(digest, transcript, [action, obs, reward, terminated, truncated])
             record["steps"] += 1
             record["return"] += float(reward)
             if terminated or truncated:
@@ -69,3 +72,10 @@ def run_episode(
     record["seconds"] = round(time.perf_counter() - start, 6)
     record["transcript_sha256"] = digest.hexdigest()
     return record
+
+
+def _note(digest: Any, transcript: list[Any] | None, item: list[Any]) -> None:
+    data = jsonable(item)
+    digest.update(canonical(data))
+    if transcript is not None:
+        transcript.append(data)

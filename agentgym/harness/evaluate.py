@@ -1,29 +1,41 @@
-"""``evaluate``: a fixed agent scored over many random seeds, written as a results file."""
+"""``evaluate``: a fixed agent scored over many random seeds, written as a results file.
+
+Records stream to a journal as episodes finish (see :mod:`agentgym.harness.journal`), so the
+same command resumes an interrupted run; another run's file is refused unless overwritten.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from agentgym.agents import load_agent
-from agentgym.core.errors import BadInput
-from agentgym.harness.episode import run_episode
+from agentgym.agents import describe_agent, load_agent
+from agentgym.core.errors import AgentGymError, BadInput
+from agentgym.harness.journal import Journal, journal_path, read_journal, transcripts_path
 from agentgym.harness.results import (
     HARNESS_VERSION,
     IDENTITY_FIELDS,
     SCHEMA_VERSION,
-    aggregates,
     packages,
     read_results,
     write_atomic,
 )
+from agentgym.harness.runner import Unit, execute
 from agentgym.harness.seeds import episode_seeds
+from agentgym.harness.stats import DEFAULT_REPS, aggregate
 from agentgym.registry import env_info, make
 
+Key = tuple[str, int, int]
 
-def _env_version(env_id: str) -> int:
-    return int(env_id.rsplit("-v", 1)[1])
+
+class Interrupted(AgentGymError):
+    """Ctrl-C during an evaluation: the finished episodes are saved in the journal."""
+
+
+def _key(record: dict[str, Any]) -> Key:
+    return record["env_id"], record["run"], record["episode"]
 
 
 def header(
@@ -43,7 +55,7 @@ def header(
         envs.append(
             {
                 "id": env_id,
-                "version": _env_version(env_id),
+                "version": int(env_id.rsplit("-v", 1)[1]),
                 "kwargs": dict(env_kwargs),
                 "data_hash": getattr(env.unwrapped, "data_hash", None),
             }
@@ -52,29 +64,65 @@ def header(
     return {
         "schema_version": SCHEMA_VERSION,
         "harness_version": HARNESS_VERSION,
-        "agent": {"name": agent_spec.split(":")[-1], "spec": agent_spec, "checkpoint_sha256": None},
+        "agent": describe_agent(agent_spec),
         "envs": envs,
         "split": split,
         "root_seed": root_seed,
         "episodes_per_seed": episodes_per_seed,
         "seeds": seeds,
-        "bootstrap": {"seed": root_seed, "reps": 0},
+        "bootstrap": {"seed": root_seed, "reps": DEFAULT_REPS},
         "packages": packages(),
     }
 
 
-def _resume(out: Path, doc: dict[str, Any], overwrite: bool) -> list[dict[str, Any]]:
-    """Episodes already in ``out`` when it came from the same command; refuse another run's."""
-    if not out.exists() or overwrite:
+def _resume(out: Path, identity: dict[str, Any], overwrite: bool) -> list[dict[str, Any]]:
+    """Finished episodes of the same command in ``out`` and its journal; refuse another run's."""
+    if overwrite:
         return []
-    old = read_results(out)
-    differs = [k for k in IDENTITY_FIELDS if old.get(k) != doc[k]]
-    if differs:
-        raise BadInput(
-            f"{out} belongs to another run (its {', '.join(differs)} differ): "
-            "choose another --out or pass --overwrite"
-        )
-    return [e for e in old["episodes"] if e.get("error") is None]
+    kept: dict[Key, dict[str, Any]] = {}
+    sources: list[tuple[dict[str, Any] | None, list[dict[str, Any]]]] = []
+    if out.exists():
+        old = read_results(out)
+        sources.append(({k: old.get(k) for k in IDENTITY_FIELDS}, old["episodes"]))
+    sources.append(read_journal(journal_path(out)))
+    for old_identity, records in sources:
+        if old_identity is None:
+            continue
+        differs = [k for k in IDENTITY_FIELDS if old_identity.get(k) != identity[k]]
+        if differs:
+            raise BadInput(
+                f"{out} belongs to another run (its {', '.join(differs)} differ): "
+                "choose another --out or pass --overwrite"
+            )
+        for record in records:
+            if record.get("error") is None:  # errored episodes are played again
+                kept[_key(record)] = record
+    return list(kept.values())
+
+
+def plan_units(
+    agent_spec: str,
+    env_ids: list[str],
+    *,
+    seeds: int,
+    episodes_per_seed: int,
+    root_seed: int,
+    split: str,
+    env_kwargs: dict[str, Any],
+    done: set[Key],
+    transcripts: bool = False,
+) -> list[Unit]:
+    """The units (env × run) with at least one episode not in ``done``."""
+    plan = episode_seeds(root_seed, seeds, episodes_per_seed)
+    units = []
+    for env_id in env_ids:
+        for run, run_seeds in enumerate(plan):
+            todo = tuple((m, s) for m, s in enumerate(run_seeds) if (env_id, run, m) not in done)
+            if todo:
+                units.append(
+                    Unit(env_id, run, todo, agent_spec, split, dict(env_kwargs), transcripts)
+                )
+    return units
 
 
 def evaluate(
@@ -88,16 +136,42 @@ def evaluate(
     env_kwargs: dict[str, Any] | None = None,
     out: Path | None = None,
     overwrite: bool = False,
-    progress: Callable[[int, int], None] | None = None,
+    backend: str = "local",
+    workers: int = 1,
+    address: str | None = None,
+    transcripts: bool = False,
+    controls: bool = False,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Score ``agent_spec`` on each env over ``seeds`` runs of ``episodes_per_seed`` episodes.
 
-    The file at ``out`` is rewritten after every run, so an interrupted evaluation resumes
-    where it stopped when the same command is run again. Errored episodes are recorded and
-    re-run on resume.
+    Args:
+        agent_spec: random, oracle, module:Class, a checkpoint directory or openai:URL#model.
+        env_ids: registered ids.
+        seeds: number of runs, each with its own seed tree.
+        episodes_per_seed: episodes per run (a run's score is their mean success).
+        root_seed: root of ``SeedSequence``.
+        split: the task split to evaluate on.
+        env_kwargs: extra constructor arguments for every env.
+        out: results file; resumed when it (or its journal) came from the same command.
+        overwrite: replace ``out`` even if it belongs to another run.
+        backend: "local", "process" or "ray".
+        workers: processes (process backend) or CPUs of a local Ray.
+        address: address of an existing Ray cluster.
+        transcripts: also write every exchange to ``out``'s ``.transcripts.jsonl``.
+        controls: also run the positive (oracle) and null (permuted answers) controls.
+        progress: show a progress bar on stderr.
+
+    Raises:
+        BadInput: unusable arguments, or ``out`` belongs to another run.
+        Interrupted: Ctrl-C; finished episodes stay in the journal for a resume.
     """
     if seeds < 1 or episodes_per_seed < 1:
         raise BadInput("--seeds and --episodes-per-seed must be at least 1")
+    if transcripts and out is None:
+        raise BadInput("--transcripts needs --out (they are written beside it)")
+    if out is not None and (out.is_dir() or not out.name):
+        raise BadInput(f"{out} is a directory: give a file path for --out")
     for env_id in env_ids:
         env_info(env_id)
     kwargs = dict(env_kwargs or {})
@@ -111,34 +185,145 @@ def evaluate(
         split=split,
         env_kwargs=kwargs,
     )
-    episodes = _resume(out, doc, overwrite) if out else []
-    if out:
-        write_atomic(out, _finish(doc, episodes))  # an unwritable --out fails before any work
-    done = {(e["env_id"], e["run"], e["episode"]) for e in episodes}
-    plan = episode_seeds(root_seed, seeds, episodes_per_seed)
-    total, count = len(env_ids) * seeds * episodes_per_seed, len(done)
-    for env_id in env_ids:
-        env = make(env_id, split=split, **kwargs)
-        agent = load_agent(agent_spec)
-        for run, run_seeds in enumerate(plan):
-            for episode, seed in enumerate(run_seeds):
-                if (env_id, run, episode) in done:
-                    continue
-                episodes.append(
-                    run_episode(env, agent, env_id=env_id, run=run, episode=episode, seed=seed)
-                )
-                count += 1
-                if progress:
-                    progress(count, total)
-            if out:
-                write_atomic(out, _finish(doc, episodes))
-        env.close()
-    result = _finish(doc, episodes)
+    identity = {k: doc[k] for k in IDENTITY_FIELDS}
+    records = _resume(out, identity, overwrite) if out else []
+    units = plan_units(
+        agent_spec,
+        env_ids,
+        seeds=seeds,
+        episodes_per_seed=episodes_per_seed,
+        root_seed=root_seed,
+        split=split,
+        env_kwargs=kwargs,
+        done={_key(r) for r in records},
+        transcripts=transcripts,
+    )
+    journal = Journal(journal_path(out), identity, records) if out else None
+    total = len(env_ids) * seeds * episodes_per_seed
+    try:
+        _play(
+            units,
+            records,
+            journal,
+            out if transcripts else None,
+            total,
+            progress,
+            backend=backend,
+            workers=workers,
+            address=address,
+        )
+    except KeyboardInterrupt:
+        if journal:
+            journal.close(remove=False)
+        where = f"; run the same command to resume from {journal.path}" if journal else ""
+        raise Interrupted(f"interrupted after {len(records)} of {total} episodes{where}") from None
+    result = finish(doc, records)
+    if controls:
+        from agentgym.harness.controls import run_controls
+
+        result["controls"] = run_controls(
+            env_ids,
+            seeds=seeds,
+            episodes_per_seed=episodes_per_seed,
+            root_seed=root_seed,
+            split=split,
+            env_kwargs=kwargs,
+        )
     if out:
         write_atomic(out, result)
+        assert journal is not None
+        journal.close(remove=True)
+        if transcripts:
+            _compact_transcripts(transcripts_path(out), {_key(r) for r in records})
     return result
 
 
-def _finish(doc: dict[str, Any], episodes: list[dict[str, Any]]) -> dict[str, Any]:
-    episodes = sorted(episodes, key=lambda e: (e["env_id"], e["run"], e["episode"]))
-    return {**doc, "episodes": episodes, "aggregates": aggregates(episodes)}
+def _play(
+    units: list[Unit],
+    records: list[dict[str, Any]],
+    journal: Journal | None,
+    transcripts_out: Path | None,
+    total: int,
+    progress: bool,
+    **backend: Any,
+) -> None:
+    """Run the units, streaming each finished episode to the journal (and transcripts)."""
+    tfile = transcripts_path(transcripts_out).open("a") if transcripts_out else None
+    bar = _bar(total, len(records)) if progress else None
+    try:
+        for record, steps in execute(units, **backend):
+            if tfile is not None:
+                tfile.write(json.dumps({"key": list(_key(record)), "steps": steps}) + "\n")
+                tfile.flush()
+            if journal:
+                journal.append(record)
+            records.append(record)
+            if bar:
+                bar.advance()
+    finally:
+        if tfile is not None:
+            tfile.close()
+        if bar:
+            bar.stop()
+
+
+def _compact_transcripts(path: Path, keys: set[Key]) -> None:
+    """Keep one transcript per finished episode (a resumed run may have written twice)."""
+    latest: dict[Key, str] = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            key = tuple(json.loads(line)["key"])
+        except (ValueError, KeyError):
+            continue  # a line cut short by a kill
+        if key in keys:
+            latest[key] = line  # type: ignore[index]
+    body = "".join(latest[k] + "\n" for k in sorted(latest))
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(body)
+    tmp.replace(path)
+
+
+class _Bar:
+    """A rich progress bar with episodes/s and ETA, on stderr."""
+
+    def __init__(self, total: int, done: int):
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("eval"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task("eval", total=total, completed=done, rate="")
+
+    def advance(self) -> None:
+        task = self._progress.tasks[0]
+        rate = f"{task.speed:.1f} ep/s" if task.speed else ""
+        self._progress.update(self._task, advance=1, rate=rate)
+
+    def stop(self) -> None:
+        self._progress.stop()
+
+
+def _bar(total: int, done: int) -> _Bar | None:
+    return _Bar(total, done) if sys.stderr.isatty() else None
+
+
+def finish(doc: dict[str, Any], episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The results document: header, episodes in key order, aggregates with intervals."""
+    episodes = sorted(episodes, key=_key)
+    boot = doc["bootstrap"]
+    stats = aggregate(episodes, bootstrap_seed=boot["seed"], reps=boot["reps"])
+    return {**doc, "episodes": episodes, "aggregates": stats}

@@ -90,6 +90,38 @@ def test_envs_family_filter_and_table():
         (("frobnicate",), "No such command"),
         (("eval", "--agent", "random", "--env", SMALL, "--seeds", "1", "--out", "."), "directory"),
         (("bench", "everything"), "unknown bench part"),
+        (
+            (
+                "eval",
+                "--agent",
+                "random",
+                "--env",
+                SMALL,
+                "--seeds",
+                "1",
+                "--out",
+                "x.json",
+                "--backend",
+                "slurm",
+            ),
+            "unknown backend",
+        ),
+        (
+            (
+                "eval",
+                "--agent",
+                "openai:ftp://x#m",
+                "--env",
+                SMALL,
+                "--seeds",
+                "1",
+                "--out",
+                "x.json",
+            ),
+            "openai:URL#model",
+        ),
+        (("report", "missing.json"), "no such results file"),
+        (("compare", "missing.json", "missing.json"), "no such results file"),
         (("play", SMALL, "--env-kwarg", "oops"), "KEY=VALUE"),
     ],
 )
@@ -178,6 +210,59 @@ def test_ablate_reports_each_ablation_as_json():
 def test_quickstart_runs_the_main_job(tmp_path):
     out = cli("quickstart", "--seeds", "10", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    oracle = json.loads((tmp_path / "agentgym-quickstart" / "oracle.json").read_text())
+    folder = tmp_path / "agentgym-quickstart"
+    oracle = json.loads((folder / "oracle.json").read_text())
     assert oracle["aggregates"][SMALL]["mean"] == 1.0
-    assert "random" in out.stdout and "oracle" in out.stdout
+    assert "random" in out.stdout and "heuristic" in out.stdout and "95% CI" in out.stdout
+    assert (folder / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_json_and_plot(tmp_path):
+    results, png = tmp_path / "r.json", tmp_path / "r.png"
+    assert (
+        cli(
+            "eval", "--agent", "random", "--env", SMALL, "--seeds", "8", "--out", str(results)
+        ).returncode
+        == 0
+    )
+    out = cli("report", str(results), "--json", "--plot", str(png))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert set(doc[SMALL]) == {"n", "mean", "iqm", "ci_low", "ci_high", "by_task_type"}
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert (
+        json.loads(cli("report", str(results), "--json").stdout) == doc
+    )  # same file, same numbers
+
+
+def test_compare_json_and_refusals(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for agent, path in (("random", a), ("oracle", b)):
+        cli("eval", "--agent", agent, "--env", SMALL, "--seeds", "20", "--out", str(path))
+    out = cli("compare", str(a), str(b), "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert {
+        "diff",
+        "ci_low",
+        "ci_high",
+        "prob_improvement",
+        "min_detectable_diff",
+        "n_pairs",
+        "verdict",
+    } <= set(doc)
+    assert doc["verdict"].startswith("B better than A")
+    other = tmp_path / "other.json"
+    cli(
+        "eval",
+        "--agent",
+        "random",
+        "--env",
+        "agentgym/Search-Menu-Medium-v0",
+        "--seeds",
+        "2",
+        "--out",
+        str(other),
+    )
+    refused = cli("compare", str(a), str(other))
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1

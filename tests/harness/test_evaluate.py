@@ -60,7 +60,9 @@ def test_results_file_has_the_documented_fields(tmp_path):
     ):
         assert key in ep
     scores = [np.mean([e["success"] for e in doc["episodes"] if e["run"] == r]) for r in range(4)]
-    assert doc["aggregates"][SMALL] == {"n": 4, "mean": pytest.approx(np.mean(scores))}
+    agg = doc["aggregates"][SMALL]
+    assert agg["n"] == 4 and agg["mean"] == pytest.approx(np.mean(scores))
+    assert agg["ci_low"] <= agg["mean"] <= agg["ci_high"] and "iqm" in agg
 
 
 def test_same_command_gives_the_same_episodes_except_seconds(tmp_path):
