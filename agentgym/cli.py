@@ -246,6 +246,103 @@ def bench(
         write_atomic(json_out, doc)
 
 
+DbOption = Annotated[
+    Path | None, typer.Option("--db", help="Leaderboard database (default: AGENTGYM_HOME).")
+]
+board = typer.Typer(
+    help="The local leaderboard: ranked submissions (and `serve` for the web page).",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+app.add_typer(board, name="leaderboard")
+
+
+@app.command()
+def submit(
+    results: Annotated[Path, typer.Argument(help="A results file written by eval.")],
+    name: Annotated[str | None, typer.Option(help="Display name (default: the agent).")] = None,
+    db: DbOption = None,
+) -> None:
+    """Validate a results file and add it to the leaderboard (refusals exit 2)."""
+    from agentgym.leaderboard.store import Leaderboard
+    from agentgym.leaderboard.validate import load_submission
+
+    doc, _ = load_submission(results)
+    lb = Leaderboard(db)
+    sid = lb.submit(doc, name=name)
+    for row in lb.rows():
+        if row["id"] == sid:
+            out.print(f"submission {sid}: rank {row['rank']} on {row['env_id']}")
+
+
+@board.callback()
+def leaderboard(
+    ctx: typer.Context,
+    env: Annotated[str | None, typer.Option(help="Only this env id.")] = None,
+    db: DbOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Submissions ranked per env by mean success with 95% intervals; ties with the leader
+    (overlapping intervals) are marked."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from agentgym.leaderboard.store import Leaderboard
+
+    rows = Leaderboard(db).rows(env)
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("env", "rank", "id", "name", "agent", "mean", "95% CI", "n", "tied", "verified")
+    for r in rows:
+        verified = {None: "", True: "yes", False: "[red]no[/red]"}[r["verified"]]
+        table.add_row(
+            r["env_id"],
+            str(r["rank"]),
+            str(r["id"]),
+            escape(r["name"]),
+            escape(r["agent"]),
+            f"{r['mean']:.3f}",
+            f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
+            str(r["n"]),
+            "tied" if r["tied"] else "",
+            verified,
+        )
+    out.print(table)
+
+
+@board.command("serve")
+def leaderboard_serve(
+    db: DbOption = None,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8765,
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+) -> None:
+    """Serve the leaderboard's web page (read-only) on 127.0.0.1."""
+    from agentgym.leaderboard.server import serve
+
+    out.print(f"serving http://{host}:{port}/ (Ctrl-C to stop)")
+    serve(db, port=port, host=host)
+
+
+@app.command()
+def verify(
+    submission_id: Annotated[int, typer.Argument(help="The id printed by submit.")],
+    sample: Annotated[int, typer.Option(help="Episodes to replay.")] = 10,
+    db: DbOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Replay a sample of a submission's episodes and compare transcript hashes."""
+    from agentgym.leaderboard.store import Leaderboard
+    from agentgym.leaderboard.verify import verify as run_verify
+
+    doc = run_verify(Leaderboard(db), submission_id, sample=sample)
+    if as_json:
+        print_json(doc)
+    else:
+        out.print(f"submission {submission_id}: {doc['note']}")
+    if not doc["verified"]:
+        raise typer.Exit(1)
+
+
 @app.command()
 def quickstart(
     seeds: Annotated[int, typer.Option(help="Runs per agent.")] = 50,

@@ -113,8 +113,8 @@ def _ray(units: list[Unit], workers: int, address: str | None) -> Iterator[Outco
         }
         if address:
             ray.init(address=address, **options)
-        else:
-            ray.init(num_cpus=workers, **options)
+        else:  # a local Ray on the machine's cores unless --workers says otherwise
+            ray.init(num_cpus=workers if workers > 1 else os.cpu_count(), **options)
     remote = ray.remote(run_unit)
     try:
         pending = [remote.remote(u) for u in units]
