@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +111,7 @@ class SearchEnvBase(AgentEnv[str, Any]):
         except ImportError as e:
             raise BadInput(f"retriever {retriever!r} needs: {e}") from None
         self._q: Question | None = None
+        self._ep: Any = None  # the family's episode dataclass
         self._hidden: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------------ tasks
@@ -178,6 +181,24 @@ class SearchEnvBase(AgentEnv[str, Any]):
     def visible(self, eid: int) -> list[str]:
         """The sentence ids of page ``eid`` this episode can see."""
         return [s for s in self._data.world.pages[eid] if s not in self._hidden]
+
+    # ------------------------------------------------------------------ state
+    def _get_state(self) -> dict[str, Any]:
+        return asdict(self._ep)
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        assert self.task_id is not None
+        self._begin(self.task_id)
+        self._ep = type(self._ep)(**state)
+        self._restored()
+
+    def _restored(self) -> None:
+        """Hook: rebuild what derives from the episode state after a restore."""
+
+    def _digest(self, canon: list[Any]) -> str:
+        """The state key of a canonical description of the state."""
+        blob = json.dumps([self.task_id, *canon], separators=(",", ":")).encode()
+        return hashlib.blake2b(blob, digest_size=16).hexdigest()
 
     # ------------------------------------------------------------------ gold
     def _golds(self) -> list[str]:

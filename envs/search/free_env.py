@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.core.env import Transition
@@ -167,9 +165,7 @@ class SearchFreeEnv(SearchEnvBase):
 
     def _state_key(self) -> str:
         ep = self._ep
-        canon = [self.task_id, sorted(ep.pages), sorted(ep.cited), ep.answer]
-        blob = json.dumps(canon, separators=(",", ":")).encode()
-        return hashlib.blake2b(blob, digest_size=16).hexdigest()
+        return self._digest([sorted(ep.pages), sorted(ep.cited), ep.answer])
 
     def _info(
         self,
@@ -207,15 +203,6 @@ class SearchFreeEnv(SearchEnvBase):
                 "consumed": consumed,
             },
         }
-
-    # ------------------------------------------------------------------ snapshots
-    def _get_state(self) -> dict[str, Any]:
-        return asdict(self._ep)
-
-    def _set_state(self, state: dict[str, Any]) -> None:
-        assert self.task_id is not None
-        self._begin(self.task_id)
-        self._ep = _Episode(**state)
 
     # ------------------------------------------------------------------ oracle
     def oracle_action(self) -> str:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from gymnasium.spaces import Discrete
@@ -244,16 +242,8 @@ class SearchMenuEnv(SearchEnvBase):
 
     def _state_key(self) -> str:
         ep = self._ep
-        canon = [
-            self.task_id,
-            sorted(ep.searched),
-            sorted(ep.expanded),
-            ep.current,
-            sorted(ep.read),
-            ep.answer,
-        ]
-        blob = json.dumps(canon, separators=(",", ":")).encode()
-        return hashlib.blake2b(blob, digest_size=16).hexdigest()
+        canon = [sorted(ep.searched), sorted(ep.expanded), ep.current, sorted(ep.read), ep.answer]
+        return self._digest(canon)
 
     def _info(
         self, *, valid: bool, reward: float, produced: list[str], consumed: list[str]
@@ -284,14 +274,7 @@ class SearchMenuEnv(SearchEnvBase):
             },
         }
 
-    # ------------------------------------------------------------------ snapshots
-    def _get_state(self) -> dict[str, Any]:
-        return asdict(self._ep)
-
-    def _set_state(self, state: dict[str, Any]) -> None:
-        assert self.task_id is not None
-        self._begin(self.task_id)
-        self._ep = _Episode(**state)
+    def _restored(self) -> None:
         self._rebuild_menu()
 
     # ------------------------------------------------------------------ gold and oracle
