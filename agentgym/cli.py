@@ -286,6 +286,10 @@ def leaderboard(
     (overlapping intervals) are marked."""
     if ctx.invoked_subcommand is not None:
         return
+    _print_leaderboard(env, db, as_json)
+
+
+def _print_leaderboard(env: str | None, db: Path | None, as_json: bool) -> None:
     from agentgym.leaderboard.store import Leaderboard
 
     rows = Leaderboard(db).rows(env)
@@ -371,6 +375,17 @@ def quickstart(
     print_report(out, results)
     plot_report(summary, out_dir / "report.png")
     out.print(f"wrote {out_dir / 'report.png'}")
+    # A leaderboard of its own, so that running the quickstart twice submits nothing twice.
+    db = out_dir / "leaderboard.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    from agentgym.leaderboard.store import Leaderboard
+
+    lb = Leaderboard(db)
+    for name, doc in results.items():
+        lb.submit(doc, name=name)
+    _print_leaderboard(None, db, as_json=False)
+    out.print(f"see it in a browser: agentgym leaderboard serve --db {db}")
 
 
 def _fail(message: str) -> None:

@@ -30,7 +30,7 @@ from agentgym.core.errors import BadInput
 if TYPE_CHECKING:
     from agentgym.leaderboard.store import Leaderboard
 
-__all__ = ["LeaderboardReader", "create_app", "serve"]
+__all__ = ["LeaderboardReader", "create_app", "serve", "template_environment"]
 
 _HERE = Path(__file__).resolve().parent
 TEMPLATES = _HERE / "templates"
@@ -101,7 +101,9 @@ def _bar(ci_low: Any, ci_high: Any, mean: Any) -> dict[str, str]:
     return {"left": _pct(low), "width": _pct(max(high - low, 0.0)), "mean": _pct(mean)}
 
 
-def _environment() -> Environment:
+def template_environment() -> Environment:
+    """The Jinja2 environment of the pages: autoescape on for every template, undefined
+    variables are errors, plus the filters ``num``, ``pct``, ``tojson_text`` and ``url_path``."""
     env = Environment(
         loader=FileSystemLoader(str(TEMPLATES)),
         autoescape=True,  # every template, whatever its name
@@ -150,7 +152,7 @@ def create_app(leaderboard: Leaderboard | LeaderboardReader) -> FastAPI:
         JSON endpoint ``/api/rows`` and the files under ``/static/``. Unknown envs and
         submissions answer 404.
     """
-    templates = _environment()
+    templates = template_environment()
     lock = threading.Lock()
     app = FastAPI(
         title="agentgym leaderboard",

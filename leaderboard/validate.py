@@ -23,15 +23,16 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from agentgym.core.errors import BadInput, UnknownEnv
 from agentgym.harness.results import SCHEMA_VERSION
 from agentgym.harness.seeds import episode_seeds
 from agentgym.harness.stats import aggregate
 from agentgym.registry import env_ids, env_info, make
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 SCHEMA_PATH = Path(__file__).with_name("schema") / "results.schema.json"
 TOLERANCE = 1e-9
@@ -92,7 +93,9 @@ def load_submission(path: Path | str) -> tuple[Doc, bytes]:
 
 def _parse(raw: bytes | str, where: str) -> Doc:
     try:
-        doc = json.loads(raw)
+        doc = json.loads(raw, parse_constant=_refuse_constant)
+    except BadSubmission as e:
+        raise BadSubmission(f"{where} {e}") from None
     except (UnicodeDecodeError, ValueError) as e:
         raise BadSubmission(
             f"{where} is not valid JSON (truncated or corrupted?): {e}; "
@@ -103,14 +106,25 @@ def _parse(raw: bytes | str, where: str) -> Doc:
     return doc
 
 
+def _refuse_constant(name: str) -> float:
+    raise BadSubmission(f"contains {name}, which is not a JSON number: results must be finite")
+
+
 # ---------------------------------------------------------------------------- the checks
 
 
 @functools.lru_cache(maxsize=1)
-def _validator() -> jsonschema.protocols.Validator:
+def _validator() -> Validator:
+    import jsonschema  # here: listing the board should not pay for its import
+
     schema = json.loads(SCHEMA_PATH.read_text())
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
+    base = jsonschema.validators.validator_for(schema)
+    base.check_schema(schema)
+    # JSON Schema counts 1.0 as an integer; runs, seeds and counts index lists here.
+    strict = base.TYPE_CHECKER.redefine(
+        "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool)
+    )
+    cls = jsonschema.validators.extend(base, type_checker=strict)
     return cls(schema)  # type: ignore[no-any-return]
 
 
@@ -122,7 +136,9 @@ def check_schema(doc: Doc) -> None:
             f"the file has schema_version {version!r} but this leaderboard reads "
             f"schema_version {SCHEMA_VERSION}: re-run `agentgym eval` with this version"
         )
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(doc))
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator().iter_errors(doc))
     if error is not None:
         message = error.message
         if len(message) > _MAX_SHOWN:
@@ -277,7 +293,7 @@ def _compare_summary(
     stored: Mapping[str, Any], fresh: Mapping[str, Any], where: str, how: str
 ) -> None:
     for field in SUMMARY_FIELDS:
-        if abs(float(stored[field]) - float(fresh[field])) > TOLERANCE:
+        if not abs(float(stored[field]) - float(fresh[field])) <= TOLERANCE:  # NaN fails too
             raise BadSubmission(
                 f"{where} disagree with its episodes: {field} is {stored[field]!r} in the file "
                 f"but {fresh[field]!r} recomputed {how}"

@@ -1,8 +1,9 @@
 """``agentgym verify``: re-run a sample of a submission's episodes and compare transcripts.
 
 Aggregates can be recomputed by anyone who edits a file; transcripts cannot be forged without
-playing the episodes. A submission whose sampled episodes replay to the same transcript
-hashes is marked verified; otherwise "not reproduced", listing the differing episodes.
+playing the episodes. A submission whose sampled episodes replay to the same transcript hash,
+success, return, steps and task is marked verified; otherwise "not reproduced", listing the
+differing episodes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from agentgym.harness.episode import run_episode
 from agentgym.leaderboard.store import Leaderboard
 from agentgym.registry import make
 
+# What a replay must reproduce exactly (``seconds`` and ``tokens`` may vary).
+REPLAYED_FIELDS = ("transcript_sha256", "success", "return", "steps", "task_id", "error")
+
 
 def _sample(episodes: list[dict[str, Any]], k: int, submission_id: int) -> list[dict[str, Any]]:
     """``k`` episodes drawn without replacement, the same ones each time for a submission."""
@@ -29,7 +33,7 @@ def verify(lb: Leaderboard, submission_id: int, *, sample: int = 10) -> dict[str
     """Replay ``sample`` random episodes of a submission and record whether they reproduce.
 
     Returns:
-        ``{id, verified, checked, differing: [{env_id, run, episode, seed, expected, got}],
+        ``{id, verified, checked, differing: [{env_id, run, episode, seed, fields, expected, got}],
         note}``.
     """
     if sample < 1:
@@ -55,20 +59,22 @@ def verify(lb: Leaderboard, submission_id: int, *, sample: int = 10) -> dict[str
             seed=ep["seed"],
         )
         env.close()
-        if replay["transcript_sha256"] != ep["transcript_sha256"]:
+        fields = [f for f in REPLAYED_FIELDS if replay[f] != ep.get(f)]
+        if fields:
             differing.append(
                 {
                     "env_id": ep["env_id"],
                     "run": ep["run"],
                     "episode": ep["episode"],
                     "seed": ep["seed"],
-                    "expected": ep["transcript_sha256"],
-                    "got": replay["transcript_sha256"],
+                    "fields": fields,
+                    "expected": {f: ep.get(f) for f in fields},
+                    "got": {f: replay[f] for f in fields},
                 }
             )
     ok = not differing
     if ok:
-        note = f"{len(picked)} sampled episodes replayed to identical transcripts"
+        note = f"{len(picked)} sampled episodes replayed identically"
     else:
         keys = ", ".join(f"{d['env_id']} run {d['run']} episode {d['episode']}" for d in differing)
         note = f"not reproduced: {len(differing)} of {len(picked)} episodes differ ({keys})"

@@ -13,7 +13,11 @@ from rich.console import Console
 
 from agentgym.core.errors import BadInput
 
-PARTS = {"search": "agentgym.bench.search", "harness": "agentgym.bench.harness"}
+PARTS = {
+    "search": "agentgym.bench.search",
+    "harness": "agentgym.bench.harness",
+    "leaderboard": "agentgym.bench.leaderboard",
+}
 
 
 def run_bench(part: str, console: Console, quick: bool = False) -> dict[str, Any]:

@@ -190,6 +190,15 @@ def test_bench_search_writes_rows_and_ratios(tmp_path):
     assert any(k.startswith("env/engine") for k in doc["ratios"])
 
 
+@pytest.mark.parametrize("part", ["harness", "leaderboard"])
+def test_bench_parts_write_rows_and_ratios(tmp_path, part):
+    path = tmp_path / "bench.json"
+    out = cli("bench", part, "--quick", "--json", str(path))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(path.read_text())
+    assert doc["part"] == part and doc["rows"] and doc["ratios"]
+
+
 def test_ablate_reports_each_ablation_as_json():
     out = cli(
         "ablate",

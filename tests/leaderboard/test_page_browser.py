@@ -9,6 +9,7 @@ paths are always given explicitly, and ``SE_OFFLINE`` is set.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import threading
@@ -26,7 +27,6 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 ENV = "agentgym/Search-Menu-Small-v0"
 HEURISTIC = "agentgym.envs.search.agents:MenuHeuristicAgent"
 EVIL = "<script>alert(1)</script>"
-SCREENSHOT = Path("/tmp/leaderboard_page.png")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 # (display name, agent, seeds, root seed): four distinct means (1.0, 0.25, 0.125, 0.0).
@@ -105,7 +105,8 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     mp.setenv("SE_OFFLINE", "true")  # belt and braces: Selenium Manager must not download
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    profile = tmp_path_factory.mktemp("chromium-profile")
+    home = tmp_path_factory.mktemp("chromium")
+    profile = home / "profile"
     for flag in (
         "--headless",
         "--no-sandbox",
@@ -119,14 +120,16 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         "--window-size=1280,800",
     ):
         options.add_argument(flag)
-    drv = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    # Chromium keeps crash reports under $XDG_CONFIG_HOME/chromium whatever the profile.
+    env = dict(os.environ, XDG_CONFIG_HOME=str(home / "config"), XDG_CACHE_HOME=str(home / "cache"))
+    drv = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER), env=env))
     drv.set_page_load_timeout(30)
     try:
         yield drv
     finally:
         drv.quit()
         mp.undo()
-        shutil.rmtree(profile, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -241,10 +244,17 @@ def test_index_links_to_the_env_page(driver: Any, base_url: str) -> None:
     assert len(_column(driver, "a.name")) == len(SUBMISSIONS)
 
 
+def test_missing_chromium_fails_with_the_install_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(globals(), "CHROMIUM", tmp_path / "no-chromium")
+    with pytest.raises(pytest.fail.Exception, match="apt-get install -y chromium chromium-driver"):
+        _require_chromium()
+
+
 def test_screenshot_of_env_page(driver: Any, base_url: str, tmp_path: Path) -> None:
     _open_env_page(driver, base_url)
     shot = tmp_path / "env_page.png"
     assert driver.save_screenshot(str(shot))
     data = shot.read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 1000
-    SCREENSHOT.write_bytes(data)  # for a person to look at
