@@ -1,0 +1,244 @@
+"""The one batch object every credit hook receives, and the services the trainer offers them.
+
+Layout (CREDIT.md §0): rollout ``i`` of a group has turns ``k = 0..K_i-1``; turn ``k`` is one
+training sample (prompt = the history the policy saw, response = its action). Every advantage is
+a token array keyed by ``(i, k)``, so the same code serves the per-step layout (one sample per
+turn) and the concatenated one (observation tokens inside a response, ``policy_mask`` 0 there).
+
+A new need of a credit variant is a new optional field here, never a special case in the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+Key = tuple[int, int]
+"""``(trajectory index, turn index)`` into ``Batch.trajectories``."""
+
+
+@dataclass
+class Turn:
+    """One turn of a rollout: what the policy saw, what it emitted, what the env answered.
+
+    Shapes: ``P`` prompt tokens, ``L`` response tokens.
+    """
+
+    prompt_ids: Tensor
+    """LongTensor [P]: the context the policy conditioned on (history window)."""
+    response_ids: Tensor
+    """LongTensor [L]: the tokens of this turn's response."""
+    reward: float = 0.0
+    """per-turn reward paid after this turn (e.g. the invalid-action penalty); the terminal
+    outcome lives in ``Trajectory.outcome``."""
+    terminated: bool = False
+    """the env reported ``terminated`` after this turn."""
+    truncated: bool = False
+    """the env reported ``truncated`` after this turn (turn limit): not a terminal state."""
+    state_key: str | None = None
+    """``info["state_key"]`` of the state this turn acted from (GiGPO's anchor state)."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """the env's ``info`` after this turn's step."""
+    logp_old: Tensor | None = None
+    """[L] log π_old(y_t) at rollout time."""
+    ref_logp: Tensor | None = None
+    """[L] log π_ref(y_t) of the frozen reference."""
+    values: Tensor | None = None
+    """[L] critic values V(s_t) of the state before token t (PPO), at rollout time."""
+    policy_mask: Tensor | None = None
+    """[L] 1 where the policy generated the token, 0 for env/observation/probe tokens spliced
+    into the response (concatenated layout); None means every response token is a policy token."""
+    segment_tags: list[str] | None = None
+    """one tag per response token (think, tool_call, summary, ...), or None."""
+    extras: dict[str, Any] = field(default_factory=dict)
+    """anything else a variant attaches: teacher log-probs, probe scores, ``next_value``, ..."""
+
+    def mask(self) -> Tensor:
+        """Float [L] policy mask on the response's device (ones when ``policy_mask`` is None)."""
+        if self.policy_mask is None:
+            return torch.ones(self.response_ids.shape, device=self.response_ids.device)
+        return self.policy_mask.to(device=self.response_ids.device, dtype=torch.float32)
+
+
+@dataclass
+class Trajectory:
+    """One rollout: a list of turns plus the terminal outcome ``R``.
+
+    ``terminated`` and ``truncated`` stay apart all the way into the credit code: a truncated
+    rollout bootstraps from a value, a terminated one does not (CleanRL #457).
+    """
+
+    task_id: str
+    group_id: str
+    """rollouts with the same group id share task and reset seed (a GRPO group)."""
+    seed: int | None = None
+    turns: list[Turn] = field(default_factory=list)
+    outcome: float = 0.0
+    """terminal outcome R_i (e.g. 1.0 if won)."""
+    terminated: bool = False
+    truncated: bool = False
+    node_id: str | None = None
+    """tree samplers: this node's id."""
+    parent_id: str | None = None
+    branch_turn: int | None = None
+    """tree samplers: the turn this rollout branched from its parent at."""
+    twin_of: str | None = None
+    """twin rollouts: the node id of the twin sharing the env-side noise."""
+    sample_weight: float = 1.0
+    """Horvitz-Thompson / importance weight of this rollout."""
+    edited: bool = False
+    """edited off-policy (DRE): ``logp_old`` must be recomputed."""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Batch:
+    """The batch of one training step; every hook of every variant sees this same object.
+
+    ``advantages`` and ``returns`` map ``(i, k)`` to a float token array [L] aligned with
+    ``trajectories[i].turns[k].response_ids``; tokens outside the policy mask hold 0. The policy
+    loss covers exactly the keys present in ``advantages`` (a variant drops a sample by leaving
+    its key out).
+    """
+
+    trajectories: list[Trajectory] = field(default_factory=list)
+    advantages: dict[Key, Tensor] | None = None
+    returns: dict[Key, Tensor] | None = None
+    """value targets G_t (PPO), keyed like ``advantages``."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """scalars hooks report for logging, named ``"<variant>/<what>"``."""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the first response (cpu for an empty batch)."""
+        for traj in self.trajectories:
+            for turn in traj.turns:
+                return turn.response_ids.device
+        return torch.device("cpu")
+
+    def groups(self) -> dict[str, list[int]]:
+        """Group id -> trajectory indices, both in order of first appearance."""
+        out: dict[str, list[int]] = {}
+        for i, traj in enumerate(self.trajectories):
+            out.setdefault(traj.group_id, []).append(i)
+        return out
+
+    def keys(self) -> list[Key]:
+        """Every ``(i, k)`` of the batch, trajectory by trajectory, turn by turn."""
+        return [(i, k) for i, traj in enumerate(self.trajectories) for k in range(len(traj.turns))]
+
+    def turn(self, key: Key) -> Turn:
+        """The turn at ``key = (i, k)``."""
+        i, k = key
+        return self.trajectories[i].turns[k]
+
+    def outcomes(self) -> Tensor:
+        """Float [N]: the terminal outcome R_i of every trajectory, on ``self.device``."""
+        return torch.tensor(
+            [traj.outcome for traj in self.trajectories], dtype=torch.float32, device=self.device
+        )
+
+    def broadcast(self, A: Tensor, indices: list[int] | None = None) -> dict[Key, Tensor]:
+        """Token advantages from one scalar per trajectory: ``A_{i,k,t} = A_i · m_t``.
+
+        Args:
+            A: float [N], one advantage per trajectory.
+            indices: the trajectories to include (all if None); the others get no key.
+        """
+        chosen = range(len(self.trajectories)) if indices is None else indices
+        out: dict[Key, Tensor] = {}
+        for i in chosen:
+            for k, turn in enumerate(self.trajectories[i].turns):
+                m = turn.mask()
+                out[(i, k)] = A[i].to(m.device) * m
+        return out
+
+    def flat(self, per_turn: dict[Key, Tensor], keys: list[Key] | None = None) -> Tensor:
+        """Concatenate a ``(i, k)``-keyed dict of [L] arrays into one [T] array, in ``keys`` order
+        (default ``self.keys()``)."""
+        keys = self.keys() if keys is None else keys
+        if not keys:
+            return torch.zeros(0, device=self.device)
+        return torch.cat([per_turn[key] for key in keys])
+
+    def token_index(self, keys: list[Key] | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Flat [T] ``(mask, seq_ids, turn_ids)`` for :func:`agentgym.baselines.losses.aggregate`,
+        aligned with :meth:`flat` over the same ``keys``: the policy mask, the trajectory index
+        of each token, and a batch-unique turn number of each token."""
+        keys = self.keys() if keys is None else keys
+        masks, seq_ids, turn_ids = [], [], []
+        for n, key in enumerate(keys):
+            m = self.turn(key).mask()
+            masks.append(m)
+            seq_ids.append(torch.full(m.shape, key[0], dtype=torch.long, device=m.device))
+            turn_ids.append(torch.full(m.shape, n, dtype=torch.long, device=m.device))
+        if not keys:
+            empty = torch.zeros(0, dtype=torch.long, device=self.device)
+            return empty.float(), empty, empty
+        return torch.cat(masks), torch.cat(seq_ids), torch.cat(turn_ids)
+
+    def subset(self, indices: list[int]) -> Batch:
+        """A batch of the trajectories at ``indices`` (renumbered 0..), with their advantages
+        and returns; ``metrics`` and ``extras`` are shared, not copied."""
+        renumber = {old: new for new, old in enumerate(indices)}
+
+        def pick(d: dict[Key, Tensor] | None) -> dict[Key, Tensor] | None:
+            if d is None:
+                return None
+            return {(renumber[i], k): v for (i, k), v in d.items() if i in renumber}
+
+        return Batch(
+            trajectories=[self.trajectories[i] for i in indices],
+            advantages=pick(self.advantages),
+            returns=pick(self.returns),
+            metrics=self.metrics,
+            extras=self.extras,
+        )
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """What credit hooks may ask of a model (the policy, the reference, a teacher).
+
+    ``logprobs`` returns one [L_j] tensor of log π(y_t | prompt, y_<t) per pair. A policy with a
+    value head also has ``values(prompt_ids_list, response_ids_list, *, grad=False) ->
+    list[Tensor]`` giving V(s_t) per response token (PPO checks for it with ``hasattr``).
+    """
+
+    def logprobs(
+        self, prompt_ids_list: list[Tensor], response_ids_list: list[Tensor], *, grad: bool = False
+    ) -> list[Tensor]: ...
+
+
+@runtime_checkable
+class Context(Protocol):
+    """The services a hook gets besides the batch. Variants use only what they need.
+
+    Attributes:
+        config: the run's configuration (any object with attributes).
+        policy: the model being trained (:class:`Policy`, maybe with ``values``).
+        ref: the frozen reference model, or None when no KL/reference is configured.
+        envs: the env pool (snapshot/restore, privileged instances), or None in unit tests.
+        step: the index of the current training step.
+    """
+
+    config: Any
+    policy: Policy
+    ref: Policy | None
+    envs: Any
+    step: int
+
+
+@dataclass
+class StepContext:
+    """A plain :class:`Context` (the trainer's, and the one tests build)."""
+
+    config: Any = None
+    policy: Any = None
+    ref: Any = None
+    envs: Any = None
+    step: int = 0

@@ -1,0 +1,121 @@
+"""Decode-time action masking: a token trie over the allowed responses.
+
+Each allowed response is a token sequence followed by eos. Walking the trie from the root
+with the tokens generated so far gives, at every step, the set of tokens that keep the
+response a prefix of some allowed one; masking every other logit to ``-inf`` makes the
+finished response exactly one allowed sequence, whatever the weights and temperature.
+
+    trie = TokenTrie.from_texts(["search: Orarshire", "search: Mareminster"], tokenizer)
+    node = trie.root
+    while node:                          # an empty node means the response is complete
+        token = pick(trie.choices(node))
+        node = trie.advance(node, token)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+Node = dict[int, "Node"]
+"""A trie node: next token -> child. The node after eos is empty."""
+
+
+class TokenTrie:
+    """A prefix tree over token sequences, each terminated by ``eos_id``.
+
+    Attributes:
+        eos_id: the token that ends every sequence.
+        root: the node before the first token.
+        depth: the longest sequence's length, eos included.
+    """
+
+    def __init__(self, sequences: Iterable[Sequence[int]], eos_id: int):
+        """Build the trie; duplicates collapse.
+
+        Raises:
+            ValueError: no sequences, or a sequence that holds eos (it would end early).
+        """
+        self.eos_id = int(eos_id)
+        self.root: Node = {}
+        self.depth = 0
+        count = 0
+        for seq in sequences:
+            tokens = [int(t) for t in seq]
+            if self.eos_id in tokens:
+                raise ValueError(f"allowed sequence {tokens} contains eos ({self.eos_id})")
+            node = self.root
+            for t in [*tokens, self.eos_id]:
+                node = node.setdefault(t, {})
+            self.depth = max(self.depth, len(tokens) + 1)
+            count += 1
+        if count == 0:
+            raise ValueError("a TokenTrie needs at least one allowed sequence")
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str], tokenizer: Any) -> TokenTrie:
+        """The trie of ``tokenizer.encode(text)`` for each text, ended by its eos."""
+        return cls((tokenizer.encode(t) for t in texts), tokenizer.eos_id)
+
+    def choices(self, node: Node) -> list[int]:
+        """The tokens allowed after ``node``, in ascending order (empty when complete)."""
+        return sorted(node)
+
+    def advance(self, node: Node, token: int) -> Node:
+        """The child of ``node`` along ``token``.
+
+        Raises:
+            KeyError: ``token`` is not allowed there.
+        """
+        try:
+            return node[int(token)]
+        except KeyError:
+            raise KeyError(f"token {token} is not allowed here; allowed: {sorted(node)}") from None
+
+    def allowed(self, prefix: Sequence[int]) -> list[int]:
+        """The tokens allowed after ``prefix`` (walked from the root).
+
+        Raises:
+            KeyError: ``prefix`` leaves the trie.
+        """
+        node = self.root
+        for t in prefix:
+            node = self.advance(node, t)
+        return self.choices(node)
+
+    def __contains__(self, sequence: object) -> bool:
+        """Whether ``sequence`` (with or without its final eos) is a complete response."""
+        if not isinstance(sequence, Sequence):
+            return False
+        tokens = [int(t) for t in sequence]
+        if not tokens or tokens[-1] != self.eos_id:
+            tokens.append(self.eos_id)
+        node = self.root
+        for t in tokens:
+            if t not in node:
+                return False
+            node = node[t]
+        return not node
+
+
+def allowed_mask(
+    nodes: Sequence[Node | None], vocab_size: int, device: torch.device
+) -> torch.Tensor:
+    """A boolean mask of allowed next tokens per row.
+
+    Args:
+        nodes: one trie node per row, or ``None`` for an unconstrained row.
+        vocab_size: ``V``.
+        device: where the mask goes.
+
+    Returns:
+        ``[B, V]`` bool, True where the token may be sampled (all True for free rows).
+    """
+    mask = torch.ones(len(nodes), vocab_size, dtype=torch.bool)
+    for i, node in enumerate(nodes):
+        if node is not None:
+            mask[i] = False
+            mask[i, list(node)] = True
+    return mask.to(device)

@@ -1,0 +1,934 @@
+"""A policy over any Hugging Face causal language model stored in a local directory.
+
+``HFPolicy`` implements the ``Policy`` protocol of :mod:`agentgym.baselines.policies.base` on
+top of ``transformers.AutoModelForCausalLM``: batched KV-cache sampling (greedy, temperature,
+keyed Gumbel noise), constrained decoding over a set of allowed token sequences, per-token
+log-probabilities and values of given responses in one padded forward pass, optional LoRA
+adapters through ``peft``, and a small value head for PPO. Nothing is ever downloaded: the
+model and its tokenizer are read with ``local_files_only=True`` (and ``HF_HUB_OFFLINE`` is
+set to ``1`` unless the environment already says otherwise).
+
+    policy = HFPolicy.from_pretrained("models/qwen2-0.5b", device="cuda", lora=LoraSettings(r=16))
+    prompt = policy.chat_prompt([{"role": "user", "content": "Find the red key."}])
+    out = policy.generate([prompt], max_new_tokens=64, temperature=1.0, gumbel_keys=[7])[0]
+    lp = policy.logprobs([torch.tensor(prompt)], [torch.tensor(out.ids)], grad=True)[0]
+    policy.save(Path("ckpt/step-100"))
+    policy = HFPolicy.load(Path("ckpt/step-100"), device="cuda")
+
+Layout of a batch: prompts are left-padded and responses right-padded, so every response
+starts in the same column and only the response positions go through the output layer.
+Position ids count real tokens only, so padding never changes a row's result beyond
+floating-point noise.
+
+The model is kept in ``eval()`` mode: dropout (the base model's and LoRA's) stays off, so
+``generate`` and ``logprobs`` see the same function, as PPO's ratios need.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from agentgym.baselines.policies.base import AllowedSequences, GenOut
+from agentgym.baselines.policies.constrained import Node, TokenTrie, allowed_mask
+
+__all__ = [
+    "ADAPTER_CONFIG_FILE",
+    "ADAPTER_DIR",
+    "ADAPTER_FILE",
+    "MODEL_FILE",
+    "SETTINGS_FILE",
+    "VALUE_HEAD_FILE",
+    "HFPolicy",
+    "HFTokenizer",
+    "LoraSettings",
+    "infer_lora_targets",
+]
+
+MODEL_FILE = "model.safetensors"
+ADAPTER_DIR = "adapter"
+"""Sub-directory of a checkpoint holding the LoRA adapter in ``peft``'s layout. Not the top
+level: ``transformers`` treats a directory with ``adapter_config.json`` as an adapter and
+would load the base weights named inside it instead of ``model.safetensors``."""
+ADAPTER_FILE = "adapter_model.safetensors"
+ADAPTER_CONFIG_FILE = "adapter_config.json"
+VALUE_HEAD_FILE = "value_head.safetensors"
+SETTINGS_FILE = "agentgym_policy.json"
+_SETTINGS_FORMAT = "agentgym.hf_policy"
+_SETTINGS_VERSION = 1
+_ADAPTER_NAME = "default"
+
+Message = Mapping[str, str]
+
+
+# --------------------------------------------------------------------------------------------
+# Settings
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """LoRA adapter settings (see ``peft.LoraConfig``).
+
+    Attributes:
+        r: rank of the update matrices.
+        alpha: scaling numerator; the update is scaled by ``alpha / r``.
+        dropout: dropout on the adapter input. The policy runs in ``eval()`` mode, so this only
+            acts if a caller puts ``policy.model`` in training mode itself.
+        target_modules: leaf module names to adapt (``"q_proj"``, ``"c_attn"``...). ``None``
+            means every linear layer of the network except the output layer, as found by
+            :func:`infer_lora_targets`; the resolved names are what ``save`` records.
+    """
+
+    r: int = 16
+    alpha: float = 32.0
+    dropout: float = 0.0
+    target_modules: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        """Validate the values and freeze ``target_modules`` into a sorted tuple."""
+        if self.r <= 0:
+            raise ValueError(f"LoRA rank must be positive, got {self.r}")
+        if self.alpha <= 0:
+            raise ValueError(f"LoRA alpha must be positive, got {self.alpha}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"LoRA dropout must be in [0, 1), got {self.dropout}")
+        if self.target_modules is not None:
+            names = tuple(sorted({str(n) for n in self.target_modules}))
+            if not names:
+                raise ValueError("target_modules must name at least one module (or be None)")
+            object.__setattr__(self, "target_modules", names)
+
+    def to_json(self) -> dict[str, Any]:
+        """The settings as a JSON-ready dict."""
+        d = asdict(self)
+        d["target_modules"] = list(self.target_modules) if self.target_modules else None
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> LoraSettings:
+        """Inverse of :meth:`to_json`."""
+        tm = d.get("target_modules")
+        return cls(
+            r=int(d["r"]),
+            alpha=float(d["alpha"]),
+            dropout=float(d["dropout"]),
+            target_modules=tuple(tm) if tm else None,
+        )
+
+
+def infer_lora_targets(model: nn.Module) -> tuple[str, ...]:
+    """Leaf names of every linear layer in ``model`` except its output layer.
+
+    Covers ``nn.Linear`` and the ``Conv1D`` of GPT-2-style models; names are deduplicated
+    (``"q_proj"`` stands for the ``q_proj`` of every layer) and sorted.
+
+    Args:
+        model: a ``transformers`` causal LM.
+
+    Raises:
+        ValueError: when the model holds no linear layer besides the output layer.
+    """
+    try:
+        from transformers.pytorch_utils import Conv1D
+
+        linear_types: tuple[type[nn.Module], ...] = (nn.Linear, Conv1D)
+    except ImportError:  # pragma: no cover - every transformers release we support has it
+        linear_types = (nn.Linear,)
+    get_out = getattr(model, "get_output_embeddings", None)
+    out_emb = get_out() if callable(get_out) else None
+    names: set[str] = set()
+    for qual, module in model.named_modules():
+        if module is out_emb or not isinstance(module, linear_types):
+            continue
+        names.add(qual.rsplit(".", 1)[-1])
+    if not names:
+        raise ValueError("found no linear layer to put LoRA adapters on")
+    return tuple(sorted(names))
+
+
+def _targets_conv1d(model: nn.Module, targets: Sequence[str]) -> bool:
+    """Whether the targeted layers are GPT-2 ``Conv1D``s (weights stored transposed)."""
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:  # pragma: no cover
+        return False
+    wanted = set(targets)
+    return any(
+        isinstance(m, Conv1D) and name.rsplit(".", 1)[-1] in wanted
+        for name, m in model.named_modules()
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Tokenizer adapter
+# --------------------------------------------------------------------------------------------
+
+
+class HFTokenizer:
+    """The policy-facing tokenizer interface over a ``transformers`` tokenizer.
+
+    Attributes:
+        backend: the wrapped ``PreTrainedTokenizerBase``.
+        eos_id: id that ends a response (the tokenizer's EOS token).
+        pad_id: id used to fill batches (the PAD token, else ``eos_id``); always masked out.
+        bos_id: the BOS token id, or ``None`` when the tokenizer has none.
+        vocab_size: number of token ids the tokenizer knows, added tokens included. The
+            model's output layer may be wider (padded vocabularies).
+    """
+
+    def __init__(self, backend: PreTrainedTokenizerBase):
+        """Wrap ``backend``, which must define an EOS token."""
+        self.backend = backend
+        if backend.eos_token_id is None:
+            raise ValueError("the tokenizer has no EOS token; a policy needs one to stop")
+        self.eos_id = int(backend.eos_token_id)
+        pad = backend.pad_token_id
+        self.pad_id = int(pad) if pad is not None else self.eos_id
+        bos = backend.bos_token_id
+        self.bos_id: int | None = int(bos) if bos is not None else None
+        self.vocab_size = len(backend)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``; no special tokens are added (added-token strings in the text,
+        such as ``<|im_start|>``, still map to their ids)."""
+        return [int(i) for i in self.backend.encode(text, add_special_tokens=False)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of ``ids``; special tokens are dropped."""
+        return str(self.backend.decode([int(i) for i in ids], skip_special_tokens=True))
+
+    @property
+    def has_chat_template(self) -> bool:
+        """Whether the tokenizer ships a chat template."""
+        return bool(getattr(self.backend, "chat_template", None))
+
+    def chat_prompt(
+        self, messages: Sequence[Message], *, add_generation_prompt: bool = True
+    ) -> list[int]:
+        """Token ids of a conversation, ready for the assistant's next turn.
+
+        Uses the tokenizer's chat template when it has one. Otherwise the turns are joined as
+        ``"role: content\\n"`` lines, followed by ``"assistant: "`` when
+        ``add_generation_prompt``, and the BOS token (if any) goes first.
+
+        Args:
+            messages: ``{"role": ..., "content": ...}`` dicts, oldest first.
+            add_generation_prompt: end with the opening of an assistant turn.
+        """
+        msgs = [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
+        if self.has_chat_template:
+            text = self.backend.apply_chat_template(
+                msgs, tokenize=False, add_generation_prompt=add_generation_prompt
+            )
+            return self.encode(str(text))
+        text = "".join(f"{m['role']}: {m['content']}\n" for m in msgs)
+        if add_generation_prompt:
+            text += "assistant: "
+        ids = self.encode(text)
+        return [self.bos_id, *ids] if self.bos_id is not None else ids
+
+    def save(self, path: Path) -> None:
+        """Write the tokenizer files into the directory ``path``."""
+        self.backend.save_pretrained(str(path))
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def __repr__(self) -> str:
+        return f"HFTokenizer({type(self.backend).__name__}, vocab_size={self.vocab_size})"
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _mix64(x: int) -> int:
+    """SplitMix64's finaliser: a bijection on 64-bit integers that scatters nearby inputs."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def _noise_seed(key: int, position: int) -> int:
+    """The generator seed of Gumbel key ``key`` at response position ``position`` (the same
+    mixing as ``TinyPolicy``, so on CPU both policies draw the same noise)."""
+    return _mix64(_mix64(int(key) & _MASK64) ^ int(position))
+
+
+def _resolve_dtype(dtype: torch.dtype | str | None, device: torch.device) -> torch.dtype:
+    if dtype is None:
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    resolved = getattr(torch, str(dtype).removeprefix("torch."), None)
+    if not isinstance(resolved, torch.dtype):
+        raise ValueError(f"unknown dtype {dtype!r}")
+    return resolved
+
+
+def _as_ids(x: Sequence[int] | torch.Tensor) -> list[int]:
+    if isinstance(x, torch.Tensor):
+        if x.dim() != 1:
+            raise ValueError(f"token tensors must be 1-D, got shape {tuple(x.shape)}")
+        return [int(i) for i in x.tolist()]
+    return [int(i) for i in x]
+
+
+def _check_dir(path: str | os.PathLike[str]) -> Path:
+    p = Path(path)
+    if not p.is_dir():
+        raise FileNotFoundError(
+            f"{str(p)!r} is not a local directory; HFPolicy only loads models from disk"
+        )
+    return p
+
+
+# --------------------------------------------------------------------------------------------
+# Policy
+# --------------------------------------------------------------------------------------------
+
+
+class HFPolicy:
+    """A ``Policy`` over a Hugging Face causal LM, with optional LoRA and a value head.
+
+    Build one with :meth:`from_pretrained` (a model directory) or :meth:`load` (a directory
+    written by :meth:`save`).
+
+    Attributes:
+        model: the network: a ``transformers`` model, or a ``peft.PeftModel`` wrapping one.
+        tokenizer: the :class:`HFTokenizer`.
+        device: where the weights live.
+        dtype: the floating-point type of the base weights.
+        lora: the LoRA settings (target modules resolved), or ``None``.
+        value_head: ``nn.Linear(hidden, 1)`` in float32 on the last hidden state, or ``None``.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: HFTokenizer,
+        *,
+        device: torch.device,
+        lora: LoraSettings | None,
+        value_head: nn.Linear | None,
+    ):
+        """Assemble a policy from parts; prefer :meth:`from_pretrained` or :meth:`load`."""
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = device
+        self.lora = lora
+        self.value_head = value_head
+        lm = model.get_base_model() if lora is not None else model
+        if not isinstance(lm, PreTrainedModel):
+            raise TypeError(f"expected a transformers PreTrainedModel, got {type(lm).__name__}")
+        self._lm: PreTrainedModel = lm
+        self.dtype: torch.dtype = next(lm.parameters()).dtype
+        out_emb = lm.get_output_embeddings()
+        if out_emb is None:
+            raise ValueError("the model has no output embedding layer")
+        self._out_emb: nn.Module = out_emb
+        params = inspect.signature(lm.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._keeps_logits = "logits_to_keep" in params
+        self.model.eval()
+
+    # ---------------------------------------------------------------- construction
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        model_dir: str | os.PathLike[str],
+        *,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype | str | None = None,
+        lora: LoraSettings | None = None,
+        value_head: bool = True,
+        attn_implementation: str | None = None,
+    ) -> HFPolicy:
+        """Load a causal LM and its tokenizer from a local directory.
+
+        Args:
+            model_dir: a directory holding ``config.json``, the weights and tokenizer files.
+            device: where to put the model.
+            dtype: weight type; ``None`` means bfloat16 on CUDA and float32 elsewhere.
+            lora: add fresh LoRA adapters; then only adapter (and value-head) parameters are
+                trainable. ``None`` trains the full model.
+            value_head: add a freshly initialised value head (deterministic: seed 0).
+            attn_implementation: passed to ``transformers`` (``"sdpa"``, ``"eager"``...);
+                ``None`` keeps its default.
+
+        Raises:
+            FileNotFoundError: ``model_dir`` is not a directory (nothing is downloaded).
+        """
+        path = _check_dir(model_dir)
+        dev = torch.device(device)
+        model = cls._load_lm(path, _resolve_dtype(dtype, dev), attn_implementation)
+        tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(str(path), local_files_only=True))
+        if lora is not None:
+            model, lora = cls._add_lora(model, lora)
+        head = None
+        if value_head:
+            head = nn.Linear(int(model.config.hidden_size), 1, dtype=torch.float32)
+            gen = torch.Generator().manual_seed(0)
+            with torch.no_grad():
+                head.weight.normal_(0.0, 1.0 / math.sqrt(head.in_features + 1), generator=gen)
+                head.bias.zero_()
+        return cls._finish(model, tokenizer, dev, lora, head)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        device: str | torch.device = "cpu",
+        *,
+        dtype: torch.dtype | str | None = None,
+    ) -> HFPolicy:
+        """Restore a policy written by :meth:`save`.
+
+        Args:
+            path: the checkpoint directory.
+            device: where to put the model.
+            dtype: weight type; ``None`` keeps the type the policy was saved with.
+        """
+        root = _check_dir(path)
+        settings = json.loads((root / SETTINGS_FILE).read_text(encoding="utf-8"))
+        if settings.get("format") != _SETTINGS_FORMAT:
+            raise ValueError(f"{root / SETTINGS_FILE} is not an HFPolicy checkpoint")
+        if int(settings.get("version", 0)) > _SETTINGS_VERSION:
+            raise ValueError(f"checkpoint version {settings['version']} is newer than this code")
+        dev = torch.device(device)
+        model: Any = cls._load_lm(root, _resolve_dtype(dtype or settings["dtype"], dev), None)
+        tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(str(root), local_files_only=True))
+        lora = LoraSettings.from_json(settings["lora"]) if settings.get("lora") else None
+        if lora is not None:
+            if settings.get("lora_merged"):
+                lora = None  # the adapters are folded into the weights: a plain model now
+            else:
+                from peft import PeftModel
+
+                with warnings.catch_warnings():  # peft calls an API transformers 5 deprecates
+                    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
+                    model = PeftModel.from_pretrained(
+                        model,
+                        str(root / ADAPTER_DIR),
+                        adapter_name=_ADAPTER_NAME,
+                        is_trainable=True,
+                    )
+        head = None
+        if settings.get("value_head"):
+            state = load_file(str(root / VALUE_HEAD_FILE))
+            head = nn.Linear(state["weight"].shape[1], 1, dtype=torch.float32)
+            head.load_state_dict({k: v.float() for k, v in state.items()})
+        return cls._finish(model, tokenizer, dev, lora, head)
+
+    @staticmethod
+    def _load_lm(path: Path, dtype: torch.dtype, attn: str | None) -> PreTrainedModel:
+        kwargs: dict[str, Any] = {"dtype": dtype, "local_files_only": True}
+        if attn is not None:
+            kwargs["attn_implementation"] = attn
+        model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
+        return model  # type: ignore[no-any-return]
+
+    @staticmethod
+    def _add_lora(model: PreTrainedModel, lora: LoraSettings) -> tuple[Any, LoraSettings]:
+        from peft import LoraConfig, get_peft_model
+
+        targets = lora.target_modules or infer_lora_targets(model)
+        lora = LoraSettings(lora.r, lora.alpha, lora.dropout, targets)
+        config = LoraConfig(
+            r=lora.r,
+            lora_alpha=lora.alpha,  # type: ignore[arg-type]  # annotated int, any number works
+            lora_dropout=lora.dropout,
+            target_modules=list(targets),
+            fan_in_fan_out=_targets_conv1d(model, targets),
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        with warnings.catch_warnings():  # peft calls an API transformers 5 deprecates
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
+            peft_model = get_peft_model(model, config, adapter_name=_ADAPTER_NAME)
+        return peft_model, lora
+
+    @classmethod
+    def _finish(
+        cls,
+        model: Any,
+        tokenizer: HFTokenizer,
+        device: torch.device,
+        lora: LoraSettings | None,
+        head: nn.Linear | None,
+    ) -> HFPolicy:
+        model.to(device)
+        if lora is None:
+            for p in model.parameters():
+                p.requires_grad_(True)
+        if head is not None:
+            head.to(device)
+        return cls(model, tokenizer, device=device, lora=lora, value_head=head)
+
+    # ---------------------------------------------------------------- introspection
+
+    def parameters(self) -> Iterator[nn.Parameter]:
+        """The trainable parameters: LoRA adapters (or every model weight without LoRA) and
+        the value head."""
+        for _, p in self.named_parameters():
+            yield p
+
+    def named_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
+        """``(name, parameter)`` for every trainable parameter; value-head names start with
+        ``"value_head."``."""
+        for name, p in self.model.named_parameters():
+            if p.requires_grad:
+                yield name, p
+        if self.value_head is not None:
+            for name, p in self.value_head.named_parameters():
+                yield f"value_head.{name}", p
+
+    def num_parameters(self, *, trainable_only: bool = False) -> int:
+        """Number of scalars in the model (and value head); only trainable ones if asked."""
+        if trainable_only:
+            return sum(p.numel() for p in self.parameters())
+        n = sum(p.numel() for p in self.model.parameters())
+        return n + (sum(p.numel() for p in self.value_head.parameters()) if self.value_head else 0)
+
+    def chat_prompt(
+        self, messages: Sequence[Message], *, add_generation_prompt: bool = True
+    ) -> list[int]:
+        """Token ids of a conversation; see :meth:`HFTokenizer.chat_prompt`."""
+        return self.tokenizer.chat_prompt(messages, add_generation_prompt=add_generation_prompt)
+
+    def __repr__(self) -> str:
+        return (
+            f"HFPolicy({type(self._lm).__name__}, device={self.device}, dtype={self.dtype}, "
+            f"lora={self.lora}, value_head={self.value_head is not None})"
+        )
+
+    # ---------------------------------------------------------------- forward
+
+    def _forward(
+        self,
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        pos: torch.Tensor,
+        *,
+        keep: int,
+        cache: Any = None,
+        use_cache: bool = False,
+        want_hidden: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
+        """One model call. Returns the logits of the last ``keep`` positions, the matching
+        final hidden states (the output layer's input) when asked, and the KV cache."""
+        captured: list[torch.Tensor] = []
+        handle = None
+        if want_hidden:
+            handle = self._out_emb.register_forward_pre_hook(
+                lambda _m, args: captured.append(args[0])
+            )
+        kwargs: dict[str, Any] = {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "position_ids": pos,
+            "use_cache": use_cache,
+        }
+        if cache is not None:
+            kwargs[self._cache_kw] = cache
+        if self._keeps_logits:
+            kwargs["logits_to_keep"] = keep
+        try:
+            out = self._lm(**kwargs)
+        finally:
+            if handle is not None:
+                handle.remove()
+        logits = out.logits[:, -keep:, :]
+        hidden = captured[-1][:, -keep:, :] if want_hidden else None
+        new_cache = getattr(out, self._cache_kw, None) if use_cache else None
+        return logits, hidden, new_cache
+
+    # ---------------------------------------------------------------- generation
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int] | torch.Tensor],
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        greedy: bool = False,
+        gumbel_keys: Sequence[int] | None = None,
+        allowed: Sequence[AllowedSequences | None] | None = None,
+    ) -> list[GenOut]:
+        """Sample one response per prompt, all prompts in one KV-cached batch.
+
+        Sampling is Gumbel-max: token = argmax(log_softmax(logits / temperature) + g). The
+        noise ``g`` comes from torch's global generator (seed it with ``torch.manual_seed``),
+        or, when ``gumbel_keys`` is given, from a ``torch.Generator`` on ``device`` seeded by
+        ``(gumbel_keys[i], t)`` for the ``t``-th response token of row ``i``: the same key
+        gives the same noise at each position whatever the batch, so the same prompt and
+        key give the same response (up to float noise from padding, which only matters on
+        near-ties). On CPU the keyed noise is exactly ``TinyPolicy``'s; CUDA draws differ.
+
+        A response ends with EOS (kept as its last id) or at ``max_new_tokens``. A row with
+        ``allowed[i]`` is masked to the trie of those sequences (each followed by EOS, see
+        :class:`~agentgym.baselines.policies.constrained.TokenTrie`), so it always ends as
+        exactly one of them plus EOS: its budget grows to the longest sequence plus EOS
+        when ``max_new_tokens`` is shorter.
+
+        Args:
+            prompts: token ids per row (non-empty).
+            max_new_tokens: most tokens to generate per free row, EOS included.
+            temperature: divides the logits (> 0; use ``greedy=True`` for argmax).
+            greedy: take the most likely allowed token, no noise.
+            gumbel_keys: one integer key per row, or ``None`` for the global generator.
+            allowed: per row, the token sequences the response must be one of (``None``
+                leaves that row free).
+
+        Returns:
+            One :class:`GenOut` per prompt, in order: the response ids, the behaviour
+            log-probability of each id, ``log_softmax(masked logits / temperature)`` at the
+            chosen token (also when greedy), and the text (special tokens dropped).
+
+        Raises:
+            ValueError: bad arguments, an empty prompt, an empty ``allowed[i]``, a sequence
+                holding EOS or a token outside the vocabulary.
+        """
+        rows = [_as_ids(p) for p in prompts]
+        n = len(rows)
+        if n == 0:
+            return []
+        if any(len(r) == 0 for r in rows):
+            raise ValueError("every prompt needs at least one token")
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0 (use greedy=True), got {temperature}")
+        if gumbel_keys is not None and len(gumbel_keys) != n:
+            raise ValueError(f"{len(gumbel_keys)} gumbel_keys for {n} prompts")
+        if allowed is not None and len(allowed) != n:
+            raise ValueError(f"{len(allowed)} allowed lists for {n} prompts")
+        eos = self.tokenizer.eos_id
+        tries = [None if a is None else TokenTrie(a, eos) for a in (allowed or [None] * n)]
+        steps = max([max_new_tokens] + [t.depth for t in tries if t is not None])
+        top_allowed = max(
+            (int(tok) for a in (allowed or []) if a is not None for seq in a for tok in seq),
+            default=-1,
+        )
+        if steps <= 0:
+            return [GenOut(ids=[], logps=[], text="") for _ in range(n)]
+
+        dev = self.device
+        pad = self.tokenizer.pad_id
+        lens = [len(r) for r in rows]
+        width = max(lens)
+        ids = torch.full((n, width), pad, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, width - len(r) :] = torch.tensor(r, dtype=torch.long)
+            mask[i, width - len(r) :] = 1
+        ids, mask = ids.to(dev), mask.to(dev)
+        pos = (mask.cumsum(-1) - 1).clamp_(min=0)
+        next_pos = torch.tensor(lens, dtype=torch.long, device=dev)
+        logits, _, cache = self._forward(ids, mask, pos, keep=1, use_cache=True)
+        vocab = int(logits.shape[-1])
+        if top_allowed >= vocab:
+            raise ValueError(f"allowed token id {top_allowed} is outside the vocabulary ({vocab})")
+
+        gens = None
+        if gumbel_keys is not None and not greedy:
+            gens = [torch.Generator(device=dev) for _ in range(n)]
+        nodes: list[Node | None] = [None if t is None else t.root for t in tries]
+        constrained = any(t is not None for t in tries)
+        outs = [GenOut(ids=[], logps=[]) for _ in range(n)]
+        done = [False] * n
+        for t in range(steps):
+            scores = logits[:, -1, :].float() / temperature
+            if constrained:
+                live = [None if d else node for node, d in zip(nodes, done, strict=True)]
+                scores = scores.masked_fill(~allowed_mask(live, vocab, dev), -math.inf)
+            logp_all = torch.log_softmax(scores, dim=-1)
+            if greedy:
+                tok = logp_all.argmax(dim=-1)
+            else:
+                noise = self._gumbel(n, vocab, gens, gumbel_keys, t)
+                tok = (logp_all + noise).argmax(dim=-1)
+            tok_lp = logp_all.gather(-1, tok[:, None]).squeeze(-1)
+            toks, lps = tok.tolist(), tok_lp.tolist()
+            for i in range(n):
+                if done[i]:
+                    continue
+                if tries[i] is None and t >= max_new_tokens:
+                    done[i] = True  # a free row in a batch stretched by a constrained one
+                    continue
+                outs[i].ids.append(int(toks[i]))
+                outs[i].logps.append(float(lps[i]))
+                node = nodes[i]
+                if node is not None:
+                    nodes[i] = node = node[int(toks[i])]
+                done[i] = toks[i] == eos or (node is not None and not node)
+                if tries[i] is None and len(outs[i].ids) >= max_new_tokens:
+                    done[i] = True
+            if all(done) or t == steps - 1:
+                break
+            feed = torch.tensor(
+                [pad if d else tk for d, tk in zip(done, toks, strict=True)], device=dev
+            )
+            mask = torch.cat([mask, mask.new_ones((n, 1))], dim=1)
+            logits, _, cache = self._forward(
+                feed[:, None], mask, next_pos[:, None], keep=1, cache=cache, use_cache=True
+            )
+            next_pos = next_pos + 1
+        for out in outs:
+            out.text = self.tokenizer.decode(out.ids)
+        return outs
+
+    def _gumbel(
+        self,
+        n: int,
+        vocab: int,
+        gens: list[torch.Generator] | None,
+        keys: Sequence[int] | None,
+        position: int,
+    ) -> torch.Tensor:
+        """Standard Gumbel noise ``[n, vocab]`` on ``device``, keyed per row when ``gens``
+        is given."""
+        if gens is None or keys is None:
+            u = torch.rand((n, vocab), device=self.device)
+        else:
+            u = torch.empty((n, vocab), device=self.device)
+            for i, (gen, key) in enumerate(zip(gens, keys, strict=True)):
+                gen.manual_seed(_noise_seed(key, position))
+                torch.rand(vocab, generator=gen, device=self.device, out=u[i])
+        u = u.clamp_(min=torch.finfo(u.dtype).tiny)
+        return -torch.log(-torch.log(u))
+
+    # ---------------------------------------------------------------- scoring
+
+    def logprobs(
+        self,
+        prompts: Sequence[torch.Tensor | Sequence[int]],
+        responses: Sequence[torch.Tensor | Sequence[int]],
+        *,
+        grad: bool = False,
+    ) -> list[torch.Tensor]:
+        """Log-probability of every response token given its prompt and the tokens before it.
+
+        One padded forward pass over the batch, at temperature 1, with no constraint.
+
+        Args:
+            prompts: token ids per row (non-empty).
+            responses: token ids per row (may be empty).
+            grad: keep the autograd graph (for a loss); otherwise run under ``no_grad``.
+
+        Returns:
+            Per row, a float32 tensor ``[len(response)]`` on ``device``.
+        """
+        return self._score(prompts, responses, grad=grad, want_values=False)[0]
+
+    def values(
+        self,
+        prompts: Sequence[torch.Tensor | Sequence[int]],
+        responses: Sequence[torch.Tensor | Sequence[int]],
+        *,
+        grad: bool = False,
+    ) -> list[torch.Tensor]:
+        """Value-head estimate before each response token.
+
+        Entry ``t`` of a row reads the final hidden state at the position that predicts
+        response token ``t`` (the state after the prompt and the first ``t`` response tokens).
+
+        Args:
+            prompts: token ids per row (non-empty).
+            responses: token ids per row (may be empty).
+            grad: keep the autograd graph; gradients reach the value head and the trainable
+                model parameters.
+
+        Returns:
+            Per row, a float32 tensor ``[len(response)]`` on ``device``.
+
+        Raises:
+            RuntimeError: the policy was built with ``value_head=False``.
+        """
+        return self._score(prompts, responses, grad=grad, want_values=True, want_logps=False)[1]
+
+    def logprobs_and_values(
+        self,
+        prompts: Sequence[torch.Tensor | Sequence[int]],
+        responses: Sequence[torch.Tensor | Sequence[int]],
+        *,
+        grad: bool = False,
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """:meth:`logprobs` and :meth:`values` from a single forward pass."""
+        return self._score(prompts, responses, grad=grad, want_values=True)
+
+    def _score(
+        self,
+        prompts: Sequence[torch.Tensor | Sequence[int]],
+        responses: Sequence[torch.Tensor | Sequence[int]],
+        *,
+        grad: bool,
+        want_values: bool,
+        want_logps: bool = True,
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        if len(prompts) != len(responses):
+            raise ValueError(f"got {len(prompts)} prompts but {len(responses)} responses")
+        if want_values and self.value_head is None:
+            raise RuntimeError("this policy has no value head (built with value_head=False)")
+        p_rows = [_as_ids(p) for p in prompts]
+        r_rows = [_as_ids(r) for r in responses]
+        n = len(p_rows)
+        if any(len(p) == 0 for p in p_rows):
+            raise ValueError("every prompt needs at least one token")
+        dev = self.device
+        width_p = max((len(p) for p in p_rows), default=0)
+        width_r = max((len(r) for r in r_rows), default=0)
+        if n == 0 or width_r == 0:
+            empty = [torch.zeros(len(r), device=dev) for r in r_rows]
+            return empty, [e.clone() for e in empty]
+
+        # [left-padded prompt | right-padded response minus its last token]
+        length = width_p + width_r - 1
+        ids = torch.full((n, length), self.tokenizer.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, length), dtype=torch.long)
+        targets = torch.zeros((n, width_r), dtype=torch.long)
+        for i, (p, r) in enumerate(zip(p_rows, r_rows, strict=True)):
+            seq = p + r[:-1]
+            start = width_p - len(p)
+            ids[i, start : start + len(seq)] = torch.tensor(seq, dtype=torch.long)
+            mask[i, start : start + len(seq)] = 1
+            targets[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+        ids, mask, targets = ids.to(dev), mask.to(dev), targets.to(dev)
+        pos = (mask.cumsum(-1) - 1).clamp_(min=0)
+
+        ctx: AbstractContextManager[Any] = nullcontext() if grad else torch.no_grad()
+        with ctx:
+            logits, hidden, _ = self._forward(ids, mask, pos, keep=width_r, want_hidden=want_values)
+            lps: list[torch.Tensor] = []
+            if want_logps:
+                lf = logits.float()
+                tok_logits = lf.gather(-1, targets[..., None]).squeeze(-1)
+                logp = tok_logits - torch.logsumexp(lf, dim=-1)
+                lps = [logp[i, : len(r)] for i, r in enumerate(r_rows)]
+            vals: list[torch.Tensor] = []
+            if want_values:
+                assert hidden is not None and self.value_head is not None
+                v = self.value_head(hidden.float()).squeeze(-1)
+                vals = [v[i, : len(r)] for i, r in enumerate(r_rows)]
+        return lps, vals
+
+    # ---------------------------------------------------------------- persistence
+
+    def save(self, path: str | os.PathLike[str], *, merge: bool = False) -> None:
+        """Write a self-contained checkpoint directory (safetensors and JSON only).
+
+        Files:
+            ``model.safetensors`` + ``config.json`` (+ ``generation_config.json``): the full
+            network weights, a standard ``transformers`` checkpoint. With LoRA and
+            ``merge=False`` (the default) these are the *base* weights, unmerged, and the
+            adapters go to ``adapter/adapter_model.safetensors`` +
+            ``adapter/adapter_config.json`` (the ``peft`` layout, loadable with
+            ``PeftModel.from_pretrained(base, path / "adapter")``), so :meth:`load` rebuilds
+            the same trainable LoRA policy and its log-probs are bit-identical. With
+            ``merge=True`` the adapter updates are folded into ``model.safetensors`` (up to
+            float rounding) and no adapter is written: the directory is a plain model any HF
+            tool can load, and :meth:`load` returns a policy without LoRA (all weights
+            trainable).
+            Tokenizer files (``tokenizer.json``, ``tokenizer_config.json``...).
+            ``value_head.safetensors`` when there is a value head.
+            ``agentgym_policy.json``: format version, dtype, LoRA settings, merge flag and
+            whether there is a value head.
+
+        Args:
+            path: the directory (created if missing; existing files of the same names are
+                overwritten).
+            merge: fold LoRA adapters into the base weights (no effect without LoRA).
+        """
+        root = Path(path)
+        root.mkdir(parents=True, exist_ok=True)
+        merged = bool(merge and self.lora is not None)
+        if self.lora is None:
+            state = None  # the model's own state dict
+        else:
+            state = self._merged_state() if merged else self._base_state()
+        self._lm.save_pretrained(str(root), state_dict=state)
+        if self.lora is not None and not merged:
+            from peft import get_peft_model_state_dict
+
+            adapter_dir = root / ADAPTER_DIR
+            adapter_dir.mkdir(exist_ok=True)
+            adapter = get_peft_model_state_dict(self.model, adapter_name=_ADAPTER_NAME)
+            save_file(
+                {k: v.detach().contiguous().cpu() for k, v in adapter.items()},
+                str(adapter_dir / ADAPTER_FILE),
+                metadata={"format": "pt"},
+            )
+            self.model.peft_config[_ADAPTER_NAME].save_pretrained(str(adapter_dir))
+        else:
+            for stale in (ADAPTER_FILE, ADAPTER_CONFIG_FILE):
+                (root / ADAPTER_DIR / stale).unlink(missing_ok=True)
+            if (root / ADAPTER_DIR).is_dir() and not any((root / ADAPTER_DIR).iterdir()):
+                (root / ADAPTER_DIR).rmdir()
+        if self.value_head is not None:
+            save_file(
+                {k: v.detach().contiguous().cpu() for k, v in self.value_head.state_dict().items()},
+                str(root / VALUE_HEAD_FILE),
+                metadata={"format": "pt"},
+            )
+        self.tokenizer.save(root)
+        settings = {
+            "format": _SETTINGS_FORMAT,
+            "version": _SETTINGS_VERSION,
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "lora": self.lora.to_json() if self.lora is not None else None,
+            "lora_merged": merged,
+            "value_head": self.value_head is not None,
+        }
+        (root / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+
+    def _base_state(self) -> dict[str, torch.Tensor]:
+        """The wrapped model's state dict with the adapters stripped out and ``base_layer``
+        names restored, i.e. what the model held before LoRA was added."""
+        state: dict[str, torch.Tensor] = {}
+        for key, value in self._lm.state_dict().items():
+            if "lora_" in key:
+                continue
+            state[key.replace(".base_layer.", ".")] = value
+        return state
+
+    def _merged_state(self) -> dict[str, torch.Tensor]:
+        """:meth:`_base_state` with every adapter update ``scale * B @ A`` added in; the live
+        model is not touched."""
+        from peft.tuners.lora import LoraLayer
+
+        state = self._base_state()
+        with torch.no_grad():
+            for name, module in self._lm.named_modules():
+                if not isinstance(module, LoraLayer) or _ADAPTER_NAME not in module.lora_A:
+                    continue
+                key = f"{name}.weight"
+                base = state[key]
+                delta = getattr(module, "get_delta_weight")(_ADAPTER_NAME)  # noqa: B009
+                state[key] = (base.float() + delta.float()).to(base.dtype)
+        return state

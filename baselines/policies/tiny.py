@@ -1,0 +1,497 @@
+"""A small decoder-only transformer trained from scratch, small enough for a CPU.
+
+nanoGPT's shape (Radford et al. 2019): pre-LayerNorm blocks, learned absolute positions,
+output projection tied to the token embedding, plus a scalar value head for PPO. Generation
+is batched over left-padded prompts with a preallocated KV cache; scoring runs one causal
+forward over right-padded ``prompt + response``. Both paths see the same tokens at the same
+positions, so generate's behaviour log-probs equal ``logprobs`` of its output (up to float
+error) whenever no masking or temperature changed the distribution.
+
+    tok = train_tokenizer(collect_env_text("agentgym/Search-Menu-Small-v0"))
+    policy = TinyPolicy(TinyConfig.preset("small", tok.vocab_size), tok)
+    outs = policy.generate([policy.encode_prompt(obs)], max_new_tokens=32, allowed=[seqs])
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from agentgym.baselines.policies.base import AllowedSequences, GenOut
+from agentgym.baselines.policies.constrained import Node, TokenTrie, allowed_mask
+from agentgym.baselines.policies.tokenizer import TOKENIZER_FILE, Tokenizer
+
+WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = "policy.json"
+_MASK64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class TinyConfig:
+    """Shape of a :class:`TinyPolicy`."""
+
+    vocab_size: int = 2000
+    """Token ids the model reads and writes (the tokenizer's ``vocab_size``)."""
+    n_layer: int = 5
+    """Transformer blocks."""
+    n_head: int = 5
+    """Attention heads per block; must divide ``n_embd``."""
+    n_embd: int = 160
+    """Width of the residual stream."""
+    max_len: int = 1024
+    """Longest prompt + response, in tokens (learned positions)."""
+
+    @classmethod
+    def preset(cls, name: str, vocab_size: int = 2000, **overrides: Any) -> TinyConfig:
+        """A named size: ``nano`` (~0.2M parameters at 2,000 tokens), ``small`` (~2M) or
+        ``base`` (~8M); ``overrides`` replace single fields."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+        return cls(vocab_size=vocab_size, **{**PRESETS[name], **overrides})
+
+    def __post_init__(self) -> None:
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_head ({self.n_head}) must divide n_embd ({self.n_embd})")
+
+
+PRESETS: dict[str, dict[str, int]] = {
+    "nano": {"n_layer": 2, "n_head": 2, "n_embd": 48, "max_len": 1024},
+    "small": {"n_layer": 5, "n_head": 5, "n_embd": 160, "max_len": 1024},
+    "base": {"n_layer": 9, "n_head": 8, "n_embd": 256, "max_len": 1024},
+}
+
+
+# -- the network -------------------------------------------------------------------------
+
+KV = tuple[torch.Tensor, torch.Tensor]
+"""One layer's cache: keys and values, each ``[B, n_head, T_max, head_dim]``."""
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention that can write into and read from a KV cache."""
+
+    def __init__(self, cfg: TinyConfig):
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, kv: KV | None, start: int
+    ) -> torch.Tensor:
+        """Attend from ``x`` (``[B, T, C]``) to the cache (when given) and itself.
+
+        ``mask`` is ``[B, 1, T, T_k]`` bool (True = may attend) or None for plain causal
+        attention without a cache; ``start`` is where ``x``'s keys go in the cache.
+        """
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        if kv is not None:
+            kv[0][:, :, start : start + T] = k
+            kv[1][:, :, start : start + T] = v
+            k, v = kv[0][:, :, : start + T], kv[1][:, :, : start + T]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class Block(nn.Module):
+    """Pre-LN transformer block: ``x + attn(ln(x))`` then ``x + mlp(ln(x))``."""
+
+    def __init__(self, cfg: TinyConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(cfg.n_embd)
+        self.attn = SelfAttention(cfg)
+        self.ln_2 = nn.LayerNorm(cfg.n_embd)
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.n_embd, 4 * cfg.n_embd),
+            nn.GELU(),
+            nn.Linear(4 * cfg.n_embd, cfg.n_embd),
+        )
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, kv: KV | None, start: int
+    ) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), mask, kv, start)
+        return x + self.mlp(self.ln_2(x))
+
+
+# -- the policy --------------------------------------------------------------------------
+
+
+class TinyPolicy(nn.Module):
+    """A from-scratch decoder-only transformer that follows the ``Policy`` protocol.
+
+    Prompts are ``[bos] + tokenizer.encode(text)`` (see ``encode_prompt``); responses end
+    with eos. All randomness comes from torch's global generator (initialisation, unkeyed
+    sampling) or from the Gumbel keys handed to ``generate``, so a run is reproducible under
+    ``torch.manual_seed``.
+    """
+
+    def __init__(self, config: TinyConfig, tokenizer: Tokenizer):
+        """Build a freshly initialised model for ``tokenizer`` (GPT-2 initialisation)."""
+        super().__init__()
+        if config.vocab_size < tokenizer.vocab_size:
+            raise ValueError(
+                f"config.vocab_size ({config.vocab_size}) is smaller than the tokenizer's "
+                f"({tokenizer.vocab_size}); use TinyConfig.preset(name, tokenizer.vocab_size)"
+            )
+        self.config = config
+        self.tokenizer = tokenizer
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.max_len, config.n_embd)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd)
+        self.value_head = nn.Linear(config.n_embd, 1)
+        self.apply(_init_weights)
+        for name, p in self.named_parameters():  # residual projections, scaled as in GPT-2
+            if name.endswith(("attn.proj.weight", "mlp.2.weight")):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @classmethod
+    def from_preset(cls, name: str, tokenizer: Tokenizer, **overrides: Any) -> TinyPolicy:
+        """A fresh policy of a named size (see ``TinyConfig.preset``) for ``tokenizer``."""
+        return cls(TinyConfig.preset(name, tokenizer.vocab_size, **overrides), tokenizer)
+
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]
+        """Where the parameters live."""
+        return self.wte.weight.device
+
+    def num_parameters(self) -> int:
+        """Number of trainable scalars (the tied output projection counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def encode_prompt(self, text: str) -> list[int]:
+        """The prompt for an observation: ``[bos] + encode(text)``."""
+        return [self.tokenizer.bos_id, *self.tokenizer.encode(text)]
+
+    # -- forward -------------------------------------------------------------------------
+
+    def hidden(
+        self,
+        idx: torch.Tensor,
+        pos: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        cache: list[KV] | None = None,
+        start: int = 0,
+    ) -> torch.Tensor:
+        """Final hidden states.
+
+        Args:
+            idx: ``[B, T]`` token ids.
+            pos: ``[B, T]`` positions (< ``max_len``).
+            mask: ``[B, 1, T, T_k]`` bool attention mask, or None for causal attention.
+            cache: one ``KV`` per layer to write ``idx``'s keys into at ``start`` and read.
+            start: cache offset of ``idx[:, 0]``.
+
+        Returns:
+            ``[B, T, n_embd]`` after the final LayerNorm.
+        """
+        x = self.wte(idx) + self.wpe(pos)
+        for i, block in enumerate(self.blocks):
+            x = block(x, mask, None if cache is None else cache[i], start)
+        return self.ln_f(x)
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """Next-token logits from hidden states (``[..., n_embd]`` -> ``[..., V]``)."""
+        return h @ self.wte.weight.T
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """Causal logits ``[B, T, V]`` of right-padded (or unpadded) ``idx`` ``[B, T]``."""
+        pos = torch.arange(idx.shape[1], device=idx.device).expand_as(idx)
+        return self.logits(self.hidden(idx, pos))
+
+    # -- generation ----------------------------------------------------------------------
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompts: list[list[int]],
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        greedy: bool = False,
+        gumbel_keys: list[int] | None = None,
+        allowed: Sequence[AllowedSequences | None] | None = None,
+    ) -> list[GenOut]:
+        """Sample one response per prompt; see ``Policy.generate``.
+
+        Prompts longer than ``max_len + 1 - max_new_tokens`` keep their last tokens (the
+        most recent context); ``logprobs`` truncates by the actual response length, so the
+        two agree on such prompts only for responses of exactly ``max_new_tokens``. A
+        constrained row always completes one allowed sequence: when its longest sequence
+        (plus eos) exceeds ``max_new_tokens``, its budget grows to fit it (free rows keep
+        ``max_new_tokens``; the prompt truncation uses the grown budget). ``logps`` are
+        ``log_softmax(masked logits / temperature)`` at the chosen tokens, also when greedy.
+        """
+        B = len(prompts)
+        if B == 0:
+            return []
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0 (use greedy=True), got {temperature}")
+        if gumbel_keys is not None and len(gumbel_keys) != B:
+            raise ValueError(f"{len(gumbel_keys)} gumbel_keys for {B} prompts")
+        if allowed is not None and len(allowed) != B:
+            raise ValueError(f"{len(allowed)} allowed lists for {B} prompts")
+        eos = self.tokenizer.eos_id
+        tries = [None if a is None else TokenTrie(a, eos) for a in (allowed or [None] * B)]
+        steps = max([max_new_tokens] + [t.depth for t in tries if t is not None])
+        if not 1 <= steps <= self.config.max_len:
+            limit = self.config.max_len
+            raise ValueError(f"need 1 <= new tokens <= max_len ({limit}), got {steps}")
+        # the last new token is never fed back, so prompt + response - 1 tokens must fit
+        prompts = [list(p)[-(self.config.max_len + 1 - steps) :] for p in prompts]
+        if any(not p for p in prompts):
+            raise ValueError("every prompt needs at least one token (TinyPolicy uses [bos])")
+
+        h, cache, valid, lengths = self._prefill(prompts, steps)
+
+        # decode: choose, record, feed back, one column at a time
+        P = valid.shape[1] - steps
+        nodes: list[Node | None] = [None if t is None else t.root for t in tries]
+        outs = [GenOut(ids=[], logps=[]) for _ in range(B)]
+        done = [False] * B
+        for t in range(steps):
+            live = [None if d else n for n, d in zip(nodes, done, strict=True)]
+            masks = allowed_mask(live, self.config.vocab_size, self.device)
+            tok, logp = self._choose(self.logits(h), masks, t, temperature, greedy, gumbel_keys)
+            for i, (tok_i, logp_i) in enumerate(zip(tok.tolist(), logp.tolist(), strict=True)):
+                if done[i]:
+                    continue
+                outs[i].ids.append(tok_i)
+                outs[i].logps.append(logp_i)
+                node = nodes[i]
+                if node is not None:
+                    nodes[i] = node = node[tok_i]
+                if node is None:  # a free row stops at eos or at its own budget
+                    done[i] = tok_i == eos or len(outs[i].ids) >= max_new_tokens
+                else:
+                    done[i] = not node
+            if all(done) or t == steps - 1:
+                break
+            c = P + t  # the cache column of the token just chosen
+            step_mask = valid[:, None, None, : c + 1].clone()
+            step_mask[..., c] = True  # finished rows keep running on garbage, never read
+            h = self.hidden(tok[:, None], (lengths + t)[:, None], step_mask, cache, c)[:, -1]
+        for out in outs:
+            out.text = self.tokenizer.decode(out.ids)
+        return outs
+
+    def _prefill(
+        self, prompts: list[list[int]], steps: int
+    ) -> tuple[torch.Tensor, list[KV], torch.Tensor, torch.Tensor]:
+        """Run the prompts, left-padded so that each ends at column ``P - 1``.
+
+        Returns:
+            ``([B, n_embd] last hidden states, a KV cache per layer with room for ``steps``
+            more columns, [B, P + steps] bool mask of real columns, [B] prompt lengths)``.
+        """
+        dev, B, P = self.device, len(prompts), max(len(p) for p in prompts)
+        lengths = torch.tensor([len(p) for p in prompts], device=dev)
+        idx = torch.full((B, P), self.tokenizer.pad_id, dtype=torch.long, device=dev)
+        for i, p in enumerate(prompts):
+            idx[i, P - len(p) :] = torch.tensor(p, dtype=torch.long)
+        cols = torch.arange(P + steps, device=dev)
+        valid = cols[None, :] >= (P - lengths)[:, None]
+        pos = (cols[None, :P] - (P - lengths)[:, None]).clamp(min=0)
+        eye = torch.eye(P, dtype=torch.bool, device=dev)
+        causal = torch.ones(P, P, dtype=torch.bool, device=dev).tril()
+        mask = (causal & (valid[:, None, :P] | eye))[:, None]  # pads attend only to themselves
+        shape = (B, self.config.n_head, P + steps, self.config.n_embd // self.config.n_head)
+        zeros = self.wte.weight.new_zeros
+        cache = [(zeros(shape), zeros(shape)) for _ in self.blocks]
+        h = self.hidden(idx, pos, mask, cache, 0)[:, -1]
+        return h, cache, valid, lengths
+
+    def _choose(
+        self,
+        logits: torch.Tensor,
+        masks: torch.Tensor,
+        position: int,
+        temperature: float,
+        greedy: bool,
+        keys: list[int] | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pick one token per row by the Gumbel-max trick.
+
+        Args:
+            logits: ``[B, V]`` raw logits.
+            masks: ``[B, V]`` bool, True where allowed.
+            position: index of the token within the response (keys the noise).
+            temperature: divides the logits.
+            greedy: argmax, no noise.
+            keys: per-row Gumbel keys, or None for torch's global generator.
+
+        Returns:
+            ``([B] tokens, [B] log-probs under the masked tempered softmax)``.
+        """
+        scores = (logits.float() / temperature).masked_fill(~masks, float("-inf"))
+        logp = torch.log_softmax(scores, dim=-1)
+        if greedy:
+            tok = logp.argmax(dim=-1)
+        else:
+            B, V = logits.shape
+            if keys is None:
+                u = torch.rand(B, V)
+            else:
+                u = torch.stack([_keyed_uniform(k, position, V) for k in keys])
+            g = -torch.log(-torch.log(u.clamp(min=torch.finfo(torch.float32).tiny)))
+            tok = (logp + g.to(logp.device)).argmax(dim=-1)
+        return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
+
+    # -- scoring -------------------------------------------------------------------------
+
+    def logprobs(
+        self,
+        prompts: list[torch.Tensor],
+        responses: list[torch.Tensor],
+        *,
+        grad: bool = False,
+    ) -> list[torch.Tensor]:
+        """Per-token ``log p(response_t | prompt, response_<t)`` at temperature 1.
+
+        Args:
+            prompts: ``B`` 1-D long tensors (left-truncated to fit ``max_len``).
+            responses: ``B`` 1-D long tensors.
+            grad: keep the autograd graph.
+
+        Returns:
+            ``B`` float32 tensors of shapes ``[len(responses[i])]``.
+        """
+        return self.logprobs_and_values(prompts, responses, grad=grad)[0]
+
+    def values(
+        self,
+        prompts: list[torch.Tensor],
+        responses: list[torch.Tensor],
+        *,
+        grad: bool = False,
+    ) -> list[torch.Tensor]:
+        """Value estimates per response token, read at the state that predicts the token
+        (the same positions as ``logprobs``); shapes ``[len(responses[i])]``."""
+        return self.logprobs_and_values(prompts, responses, grad=grad)[1]
+
+    def logprobs_and_values(
+        self,
+        prompts: list[torch.Tensor],
+        responses: list[torch.Tensor],
+        *,
+        grad: bool = False,
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """``logprobs`` and ``values`` from one forward pass."""
+        with torch.set_grad_enabled(grad):
+            h, targets, sizes = self._response_states(prompts, responses)
+            logp = torch.log_softmax(self.logits(h).float(), dim=-1)
+            logp = logp.gather(-1, targets[:, None]).squeeze(-1)
+            value = self.value_head(h).squeeze(-1).float()
+            return list(logp.split(sizes)), list(value.split(sizes))
+
+    def _response_states(
+        self, prompts: list[torch.Tensor], responses: list[torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+        """Hidden states that predict each response token.
+
+        Returns:
+            ``([N, n_embd] states, [N] target tokens, per-row response lengths)`` with
+            ``N`` the total response length.
+        """
+        if len(prompts) != len(responses):
+            raise ValueError(f"{len(prompts)} prompts for {len(responses)} responses")
+        dev, max_len = self.device, self.config.max_len
+        seqs, cols, targets, sizes = [], [], [], []
+        for p, r in zip(prompts, responses, strict=True):
+            p, r = p.reshape(-1).to(dev, torch.long), r.reshape(-1).to(dev, torch.long)
+            if len(r) > max_len:
+                raise ValueError(f"a response of {len(r)} tokens does not fit max_len {max_len}")
+            p = p[-(max_len + 1 - max(len(r), 1)) :]  # the most recent context
+            if len(p) == 0:
+                raise ValueError("every prompt needs at least one token (TinyPolicy uses [bos])")
+            seqs.append(torch.cat([p, r[:-1]]))  # the last response token is only a target
+            cols.append(torch.arange(len(p) - 1, len(p) - 1 + len(r), device=dev))
+            targets.append(r)
+            sizes.append(len(r))
+        T = max(len(s) for s in seqs)
+        idx = torch.full((len(seqs), T), self.tokenizer.pad_id, dtype=torch.long, device=dev)
+        for i, s in enumerate(seqs):
+            idx[i, : len(s)] = s
+        pos = torch.arange(T, device=dev).expand_as(idx)
+        h = self.hidden(idx, pos)  # right padding: causal attention never reaches a pad
+        rows = torch.repeat_interleave(
+            torch.arange(len(seqs), device=dev), torch.tensor(sizes, device=dev)
+        )
+        return h[rows, torch.cat(cols)], torch.cat(targets), sizes
+
+    # -- files ---------------------------------------------------------------------------
+
+    def save(self, path: Path) -> None:
+        """Write ``model.safetensors``, ``policy.json`` and ``tokenizer.json`` into ``path``
+        (created if needed). The bytes depend only on the weights and the config."""
+        from safetensors.torch import save_file
+
+        root = Path(path)
+        root.mkdir(parents=True, exist_ok=True)
+        tensors = {k: v.detach().to("cpu").contiguous() for k, v in self.state_dict().items()}
+        save_file(tensors, str(root / WEIGHTS_FILE))
+        doc = {"format": 1, "class": _class_spec(type(self)), "config": asdict(self.config)}
+        (root / CONFIG_FILE).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        self.tokenizer.save(root / TOKENIZER_FILE)
+
+    @classmethod
+    def load(cls, path: Path, device: str | torch.device = "cpu") -> TinyPolicy:
+        """Read a policy written by ``save``; no pickle is involved.
+
+        Raises:
+            FileNotFoundError: a file is missing.
+            ValueError: the config names unknown fields.
+        """
+        from safetensors.torch import load_file
+
+        root = Path(path)
+        doc = json.loads((root / CONFIG_FILE).read_text(encoding="utf-8"))
+        known = {f.name for f in fields(TinyConfig)}
+        unknown = set(doc["config"]) - known
+        if unknown:
+            raise ValueError(f"{root / CONFIG_FILE}: unknown config fields {sorted(unknown)}")
+        policy = cls(TinyConfig(**doc["config"]), Tokenizer.load(root / TOKENIZER_FILE))
+        policy.load_state_dict(load_file(str(root / WEIGHTS_FILE)))
+        return policy.to(device)
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+def _init_weights(module: nn.Module) -> None:
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+
+def _keyed_uniform(key: int, position: int, n: int) -> torch.Tensor:
+    """``n`` uniforms in [0, 1) that depend only on ``(key, position)`` (CPU, float32)."""
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(_mix64(_mix64(int(key) & _MASK64) ^ int(position)))
+    return torch.rand(n, generator=gen)
+
+
+def _mix64(x: int) -> int:
+    """SplitMix64's finaliser: a bijection on 64-bit integers that scatters nearby inputs."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def _class_spec(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
