@@ -246,6 +246,34 @@ def bench(
         write_atomic(json_out, doc)
 
 
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def train(ctx: typer.Context) -> None:
+    """Train a policy with credit variants: --env ID --credit NAME[+NAME] --out DIR [options].
+
+    Run `agentgym train --help` for every option (the fields of TrainConfig).
+    """
+    from agentgym.baselines.config import options_help, parse_options
+    from agentgym.baselines.train import TrainConfig
+    from agentgym.baselines.train import train as run_train
+
+    args = list(ctx.args)
+    if "--help" in args or "-h" in args:
+        out.print("Usage: agentgym train --out DIR [OPTIONS]\n\nOptions:", markup=False)
+        out.print("  --out DIR              where the final checkpoint goes", markup=False)
+        out.print(options_help(TrainConfig), markup=False)
+        return
+    if "--out" not in args or args.index("--out") + 1 >= len(args):
+        raise BadInput("train needs --out DIR (the final checkpoint is written there)")
+    i = args.index("--out")
+    target = Path(args[i + 1])
+    cfg = parse_options(TrainConfig, args[:i] + args[i + 2 :])
+    final = run_train(cfg, target)
+    out.print(f"checkpoint: {final} (evaluate it with: agentgym eval --agent {final} ...)")
+
+
 DbOption = Annotated[
     Path | None, typer.Option("--db", help="Leaderboard database (default: AGENTGYM_HOME).")
 ]

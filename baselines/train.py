@@ -1,0 +1,240 @@
+"""The PPO/GRPO loop, read top to bottom. It never names a credit variant: every variant
+acts through the plan's hooks (``sample, transform, score, advantages, shape, aux_loss,
+grad_hook``) on one :class:`~agentgym.baselines.credit.batch.Batch` per step.
+
+    SFT warm start on oracle demonstrations
+    for each step:  rollouts -> transform -> score -> advantages -> shape
+                    -> log-probs -> clipped surrogate (+ KL, + aux losses) -> step
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agentgym.baselines.credit import compose
+from agentgym.baselines.credit.batch import Batch, StepContext
+from agentgym.baselines.losses import aggregate, clipped_surrogate, kl_k3
+from agentgym.baselines.policies.agent import prompt_ids, save_policy_checkpoint
+from agentgym.baselines.rollout import EnvPool, RolloutConfig, collect
+from agentgym.core.errors import BadInput
+from agentgym.registry import make
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run; every field is a command-line option of ``agentgym train``."""
+
+    env: str = "agentgym/Search-Menu-Small-v0"
+    """Env id to train on (its train split)."""
+    credit: str = "grpo"
+    """Credit variants joined by '+', e.g. 'gigpo' or 'grpo+sdar'."""
+    policy: str = "tiny"
+    """'tiny' (a small transformer trained from scratch) or a local HF model directory."""
+    preset: str = "small"
+    """Size of the tiny policy: nano, small or base."""
+    steps: int = 20
+    """Optimiser steps of RL."""
+    sft_steps: int = 300
+    """Optimiser steps of the SFT warm start on oracle demonstrations (0: none)."""
+    sft_episodes: int = 200
+    """Oracle episodes collected for the warm start."""
+    tasks_per_step: int = 8
+    """Groups per RL step."""
+    group_size: int = 8
+    """Rollouts per group (G)."""
+    lr: float = 1e-4
+    """AdamW learning rate of RL."""
+    sft_lr: float = 1e-3
+    """AdamW learning rate of the warm start."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    clip: float = 0.2
+    """PPO clip epsilon."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL to the frozen reference (0: no reference model)."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping."""
+    temperature: float = 1.0
+    """Sampling temperature of rollouts."""
+    constrained: bool = True
+    """Decode only menu actions where the env lists them."""
+    max_new_tokens: int = 48
+    """Most tokens per action."""
+    constant_norm: float = 48.0
+    """Divisor of the constant-norm aggregation (Dr. GRPO)."""
+    seed: int = 0
+    """Seed of everything."""
+
+
+def make_policy(cfg: TrainConfig) -> Any:
+    """The policy to train: a tiny transformer with a tokenizer fitted to the env's text, or a
+    local Hugging Face model."""
+    if cfg.policy == "tiny":
+        from agentgym.baselines.policies.tiny import TinyPolicy
+        from agentgym.baselines.policies.tokenizer import collect_env_text, train_tokenizer
+
+        tokenizer = train_tokenizer(collect_env_text(cfg.env, seed=cfg.seed), vocab_size=2000)
+        torch.manual_seed(cfg.seed)
+        return TinyPolicy.from_preset(cfg.preset, tokenizer)
+    if not Path(cfg.policy).is_dir():
+        raise BadInput(f"--policy must be 'tiny' or a local model directory, got {cfg.policy!r}")
+    from agentgym.baselines.policies.hf import HFPolicy
+
+    return HFPolicy.from_pretrained(cfg.policy)
+
+
+def oracle_demos(cfg: TrainConfig, policy: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(prompt, action + eos) token pairs from the oracle on the train split."""
+    env = make(cfg.env, split="train")
+    expert: Any = env.unwrapped
+    eos = policy.tokenizer.eos_id
+    demos = []
+    for seed in range(cfg.seed, cfg.seed + cfg.sft_episodes):
+        obs, _ = env.reset(seed=seed)
+        while True:
+            action = expert.oracle_action()
+            response = [*policy.tokenizer.encode(str(action)), eos]
+            demos.append((torch.tensor(prompt_ids(policy, obs)), torch.tensor(response)))
+            obs, _, term, trunc, _ = env.step(action)
+            if term or trunc:
+                break
+    return demos
+
+
+def sft(policy: Any, demos: list[tuple[torch.Tensor, torch.Tensor]], cfg: TrainConfig) -> float:
+    """Teacher forcing on the demonstrations; returns the last batch's mean NLL per token."""
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.sft_lr, weight_decay=0.0)
+    rng = np.random.default_rng(cfg.seed)
+    nll = float("nan")
+    for _ in range(cfg.sft_steps):
+        idx = rng.choice(len(demos), size=min(32, len(demos)), replace=False)
+        logps = policy.logprobs([demos[i][0] for i in idx], [demos[i][1] for i in idx], grad=True)
+        loss = -torch.cat(logps).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+        optimizer.step()
+        nll = loss.item()
+    return nll
+
+
+def policy_loss(batch: Batch, policy: Any, ref: Any, plan: Any, cfg: TrainConfig) -> tuple:
+    """The clipped surrogate over the turns that have advantages, aggregated as the plan says,
+    plus the k3 KL to the reference. Returns (loss, metrics)."""
+    keys = list(batch.advantages or {})
+    if not keys:
+        return torch.zeros((), requires_grad=True), {"tokens": 0}
+    turns = [batch.turn(k) for k in keys]
+    prompts, responses = [t.prompt_ids for t in turns], [t.response_ids for t in turns]
+    logp = torch.cat(policy.logprobs(prompts, responses, grad=True))
+    logp_old = torch.cat([t.logp_old for t in turns])
+    adv = batch.flat(batch.advantages, keys)
+    mask, seq_ids, turn_ids = batch.token_index(keys)
+    token_loss = -clipped_surrogate(logp, logp_old, adv, cfg.clip, cfg.clip)
+    loss = aggregate(
+        token_loss,
+        mask,
+        plan.aggregation,
+        seq_ids=seq_ids,
+        turn_ids=turn_ids,
+        constant=cfg.constant_norm,
+    )
+    metrics: dict[str, float] = {"tokens": float(mask.sum())}
+    if ref is not None and cfg.kl_coef > 0:
+        with torch.no_grad():
+            ref_logp = torch.cat(ref.logprobs(prompts, responses))
+        kl = aggregate(kl_k3(logp, ref_logp), mask, "token-mean")
+        loss = loss + cfg.kl_coef * kl
+        metrics["kl"] = float(kl)
+    return loss, metrics
+
+
+def rl_step(
+    policy: Any,
+    ref: Any,
+    plan: Any,
+    pool: EnvPool,
+    optimizer: Any,
+    cfg: TrainConfig,
+    step: int,
+    rng: np.random.Generator,
+) -> dict[str, float]:
+    """One optimiser step: rollouts, the credit hooks, the loss, the update."""
+    task_ids = pool.envs[0].unwrapped.task_ids("train")
+    picks = rng.choice(len(task_ids), size=cfg.tasks_per_step, replace=False)
+    tasks = [(task_ids[i], int(rng.integers(2**31))) for i in picks]
+    rollout = RolloutConfig(
+        max_new_tokens=cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        constrained=cfg.constrained,
+    )
+    with torch.no_grad():
+        batch = Batch(trajectories=collect(policy, pool, tasks, cfg.group_size, rollout))
+    ctx = StepContext(config=cfg, policy=policy, ref=ref, envs=pool, step=step)
+    for hook in ("transform", "score", "advantages", "shape"):
+        plan.run(hook, batch, ctx)
+    loss, metrics = policy_loss(batch, policy, ref, plan, cfg)
+    for aux, aux_metrics in plan.run("aux_loss", batch, ctx):
+        loss = loss + aux
+        metrics.update(aux_metrics)
+    optimizer.zero_grad()
+    loss.backward()
+    plan.run("grad_hook", batch, ctx)
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+    optimizer.step()
+    outcomes = batch.outcomes()
+    valid = [t.info.get("action_valid", True) for tr in batch.trajectories for t in tr.turns]
+    return {
+        **metrics,
+        **batch.metrics,
+        "loss": float(loss),
+        "success": float(outcomes.mean()),
+        "invalid_rate": 1.0 - float(np.mean(valid)),
+        "turns": float(np.mean([len(t.turns) for t in batch.trajectories])),
+    }
+
+
+def train(cfg: TrainConfig, out: Path) -> Path:
+    """Warm start, then ``cfg.steps`` RL steps; the final checkpoint is ``out`` itself."""
+    plan = compose(cfg.credit, cfg)
+    pool = EnvPool(cfg.env, cfg.tasks_per_step * cfg.group_size, split="train")
+    plan.check(make(cfg.env))  # refuse an env lacking what a variant needs, before any work
+    torch.manual_seed(cfg.seed)
+    policy = make_policy(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "metrics.csv"
+    rows: list[dict[str, Any]] = []
+    start = time.perf_counter()
+    if cfg.sft_steps > 0:
+        nll = sft(policy, oracle_demos(cfg, policy), cfg)
+        rows.append({"phase": "sft", "step": 0, "sft_nll": nll})
+    ref = copy.deepcopy(policy) if cfg.kl_coef > 0 else None
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    rng = np.random.default_rng(cfg.seed)
+    for step in range(1, cfg.steps + 1):
+        metrics = rl_step(policy, ref, plan, pool, optimizer, cfg, step, rng)
+        rows.append(
+            {"phase": "rl", "step": step, "seconds": time.perf_counter() - start, **metrics}
+        )
+    _write_csv(log, rows)
+    metadata = {"train": {**asdict(cfg), "credit_plan": plan.names}}
+    save_policy_checkpoint(policy, out, metadata=metadata)
+    (out / "train_config.json").write_text(json.dumps(asdict(cfg), indent=1) + "\n")
+    return out
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
