@@ -15,6 +15,7 @@ import torch
 from agentgym.baselines.credit.batch import Trajectory, Turn
 from agentgym.baselines.policies.agent import prompt_ids
 from agentgym.baselines.policies.base import Policy
+from agentgym.baselines.policies.constrained import decoded_action, encode_actions
 from agentgym.registry import make
 
 
@@ -52,22 +53,6 @@ class EnvPool:
         kwargs = {"split": first.split}
         while len(self.envs) < n:
             self.envs.append(make(self.env_id, **kwargs))
-
-
-def encode_actions(policy: Policy, admissible: list[str]) -> dict[tuple[int, ...], str]:
-    """Token sequence → action text for the actions the env lists (first text wins)."""
-    encoded: dict[tuple[int, ...], str] = {}
-    for text in dict.fromkeys(str(a) for a in admissible):
-        encoded.setdefault(tuple(policy.tokenizer.encode(text)), text)
-    return encoded
-
-
-def _action(policy: Policy, ids: list[int], choices: dict[tuple[int, ...], str] | None) -> str:
-    eos = policy.tokenizer.eos_id
-    body = ids[:-1] if ids and ids[-1] == eos else ids
-    if choices is not None:
-        return choices[tuple(body)]
-    return policy.tokenizer.decode(body)
 
 
 def collect(
@@ -119,7 +104,7 @@ def _turn(
     """One generation for every active rollout, one env step each; the still-active ones."""
     prompts = [prompt_ids(policy, obs[i]) for i in active]
     choices = [
-        encode_actions(policy, infos[i]["admissible_actions"])
+        encode_actions(policy.tokenizer, infos[i]["admissible_actions"])
         if cfg.constrained and infos[i].get("admissible_actions")
         else None
         for i in active
@@ -138,7 +123,9 @@ def _turn(
     still = []
     for i, prompt, out, choice in zip(active, prompts, outs, choices, strict=True):
         state_key = infos[i].get("state_key")
-        o, reward, terminated, truncated, info = pool.envs[i].step(_action(policy, out.ids, choice))
+        o, reward, terminated, truncated, info = pool.envs[i].step(
+            decoded_action(policy.tokenizer, out.ids, choice)
+        )
         penalty = 0.0 if info.get("action_valid", True) else cfg.invalid_penalty
         trajs[i].turns.append(
             Turn(

@@ -22,6 +22,7 @@ from typing import Any
 
 from agentgym.agents.checkpoint import save_checkpoint
 from agentgym.baselines.policies.base import GenOut, Policy
+from agentgym.baselines.policies.constrained import decoded_action, encode_actions
 
 AGENT_SPEC = "agentgym.baselines.policies.agent:PolicyAgent"
 DEFAULT_POLICY_CLASS = "agentgym.baselines.policies.tiny:TinyPolicy"
@@ -99,15 +100,10 @@ class PolicyAgent:
         """One generation from the observation text; an admissible item when constrained."""
         prompt = prompt_ids(self.policy, observation)
         admissible = info.get("admissible_actions") if self.constrained else None
-        if admissible:
-            items = list(dict.fromkeys(str(a) for a in admissible))
-            encoded = {tuple(self.policy.tokenizer.encode(a)): a for a in items}
-            out = self._generate(prompt, [list(seq) for seq in encoded])
-            eos = self.policy.tokenizer.eos_id
-            ids = out.ids[:-1] if out.ids and out.ids[-1] == eos else out.ids
-            action: Any = encoded[tuple(ids)]
-        else:
-            action = self._generate(prompt, None).text
+        choices = encode_actions(self.policy.tokenizer, admissible) if admissible else None
+        allowed = None if choices is None else [list(seq) for seq in choices]
+        out = self._generate(prompt, allowed)
+        action = decoded_action(self.policy.tokenizer, out.ids, choices)
         self._turn += 1
         return action
 
