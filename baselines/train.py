@@ -41,6 +41,8 @@ class TrainConfig:
     """'tiny' (a small transformer trained from scratch) or a local HF model directory."""
     preset: str = "small"
     """Size of the tiny policy: nano, small or base."""
+    lora_r: int = 0
+    """LoRA rank for a Hugging Face policy (0: train all weights)."""
     steps: int = 20
     """Optimiser steps of RL."""
     sft_steps: int = 300
@@ -87,9 +89,10 @@ def make_policy(cfg: TrainConfig) -> Any:
         return TinyPolicy.from_preset(cfg.preset, tokenizer)
     if not Path(cfg.policy).is_dir():
         raise BadInput(f"--policy must be 'tiny' or a local model directory, got {cfg.policy!r}")
-    from agentgym.baselines.policies.hf import HFPolicy
+    from agentgym.baselines.policies.hf import HFPolicy, LoraSettings
 
-    return HFPolicy.from_pretrained(cfg.policy)
+    lora = LoraSettings(r=cfg.lora_r, alpha=2.0 * cfg.lora_r) if cfg.lora_r > 0 else None
+    return HFPolicy.from_pretrained(cfg.policy, lora=lora)
 
 
 def oracle_demos(cfg: TrainConfig, policy: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
