@@ -10,8 +10,8 @@ import numpy as np
 from agentgym.agents import load_agent
 from agentgym.core.errors import BadInput
 from agentgym.harness.episode import run_episode
-from agentgym.harness.results import aggregates
 from agentgym.harness.seeds import episode_seeds
+from agentgym.harness.stats import aggregate
 from agentgym.registry import make
 
 
@@ -46,8 +46,9 @@ def ablate(
     (e.g. it ended in an error) runs on the intact corpus.
 
     Returns:
-        ``{env_id, agent, seeds, split, baseline: {n, mean}, ablations: {mode: {n, mean,
-        delta}}}`` where ``delta`` is the paired mean difference to the baseline.
+        ``{env_id, agent, seeds, split, baseline: {n, mean, iqm, ci_low, ci_high, ...},
+        ablations: {mode: {..., delta}}}`` where ``delta`` is the paired mean difference to
+        the baseline.
     """
     if seeds < 1:
         raise BadInput("--seeds must be at least 1")
@@ -59,7 +60,7 @@ def ablate(
         raise BadInput(f"{env_id} supports no graph ablation (it needs provenance and ablations)")
     plan = [row[0] for row in episode_seeds(root_seed, seeds, 1)]
     base_records, provenance = _play(env_id, agent_spec, plan, {"split": split})
-    base = aggregates(base_records)[env_id]
+    base = aggregate(base_records, bootstrap_seed=root_seed)[env_id]
     base_success = np.array([r["success"] for r in base_records], dtype=float)
     out: dict[str, Any] = {
         "env_id": env_id,
@@ -73,6 +74,6 @@ def ablate(
         kwargs = {"split": split, "ablation": mode, "provenance": provenance}
         records, _ = _play(env_id, agent_spec, plan, kwargs)
         success = np.array([r["success"] for r in records], dtype=float)
-        agg = aggregates(records)[env_id]
+        agg = aggregate(records, bootstrap_seed=root_seed)[env_id]
         out["ablations"][mode] = {**agg, "delta": float(np.mean(success - base_success))}
     return out

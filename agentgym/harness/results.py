@@ -9,8 +9,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from agentgym.core.errors import BadInput
 
 SCHEMA_VERSION = 1
@@ -29,19 +27,6 @@ def packages() -> dict[str, str]:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
-    return out
-
-
-def aggregates(episodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per env id: ``n`` runs and the ``mean`` of run scores (a run's score is the mean
-    success of its episodes; an errored episode counts as a failure)."""
-    runs: dict[str, dict[int, list[float]]] = {}
-    for ep in episodes:
-        runs.setdefault(ep["env_id"], {}).setdefault(ep["run"], []).append(float(ep["success"]))
-    out = {}
-    for env_id, by_run in sorted(runs.items()):
-        scores = [float(np.mean(v)) for _, v in sorted(by_run.items())]
-        out[env_id] = {"n": len(scores), "mean": float(np.mean(scores))}
     return out
 
 
