@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -73,6 +74,10 @@ class TrainConfig:
     """Most tokens per action."""
     constant_norm: float = 48.0
     """Divisor of the constant-norm aggregation (Dr. GRPO)."""
+    eval_every: int = 10
+    """Evaluate a checkpoint on the val split every this many RL steps (0: never)."""
+    eval_seeds: int = 20
+    """Seeds of each periodic evaluation."""
     seed: int = 0
     """Seed of everything."""
 
@@ -223,16 +228,82 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     ref = copy.deepcopy(policy) if cfg.kl_coef > 0 else None
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = np.random.default_rng(cfg.seed)
-    for step in range(1, cfg.steps + 1):
-        metrics = rl_step(policy, ref, plan, pool, optimizer, cfg, step, rng)
-        rows.append(
-            {"phase": "rl", "step": step, "seconds": time.perf_counter() - start, **metrics}
-        )
-    _write_csv(log, rows)
     metadata = {"train": {**asdict(cfg), "credit_plan": plan.names}}
+    with _Progress(cfg.steps) as advance:
+        for step in range(1, cfg.steps + 1):
+            metrics = rl_step(policy, ref, plan, pool, optimizer, cfg, step, rng)
+            if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+                ckpt = out / "steps" / f"step_{step:05d}"
+                save_policy_checkpoint(policy, ckpt, metadata={**metadata, "step": step})
+                metrics["val_success"] = evaluate_checkpoint(ckpt, cfg)
+            seconds = time.perf_counter() - start
+            rows.append({"phase": "rl", "step": step, "seconds": seconds, **metrics})
+            _write_csv(log, rows)
+            advance(metrics)
+    _write_csv(log, rows)
+    plot_curve(rows, out / "curve.png")
     save_policy_checkpoint(policy, out, metadata=metadata)
     (out / "train_config.json").write_text(json.dumps(asdict(cfg), indent=1) + "\n")
     return out
+
+
+def evaluate_checkpoint(ckpt: Path, cfg: TrainConfig) -> float:
+    """Mean success of a checkpoint on the val split through the harness (many seeds, greedy)."""
+    from agentgym.harness.evaluate import evaluate
+
+    doc = evaluate(str(ckpt), [cfg.env], seeds=cfg.eval_seeds, root_seed=cfg.seed, split="val")
+    return float(doc["aggregates"][cfg.env]["mean"])
+
+
+def plot_curve(rows: list[dict[str, Any]], path: Path) -> None:
+    """Rollout success and val success against RL steps (a PNG; matplotlib, no display)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    rl = [r for r in rows if r["phase"] == "rl"]
+    fig = Figure(figsize=(6, 3.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.plot([r["step"] for r in rl], [r["success"] for r in rl], label="rollout success")
+    evals = [r for r in rl if "val_success" in r]
+    ax.plot(
+        [r["step"] for r in evals],
+        [r["val_success"] for r in evals],
+        "o-",
+        label="val success (greedy)",
+    )
+    ax.set(xlabel="RL step", ylabel="success", ylim=(-0.02, 1.02))
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+class _Progress:
+    """A progress bar with the last step's success on a terminal; silent otherwise."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __enter__(self) -> Any:
+        if sys.stderr.isatty() and self.total:
+            from rich.progress import Progress
+
+            self.bar = Progress(transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("train", total=self.total)
+
+        def advance(metrics: dict[str, float]) -> None:
+            if self.bar is not None:
+                text = f"train (success {metrics.get('success', 0.0):.2f})"
+                self.bar.update(self.task, advance=1, description=text)
+
+        return advance
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -114,9 +114,16 @@ def test_a_tiny_run_leaves_a_checkpoint_the_harness_evaluates(tmp_path):
         "2",
         "--credit",
         "gigpo",
+        "--eval-every",
+        "1",
+        "--eval-seeds",
+        "2",
     )
     assert out.returncode == 0, out.stderr
     assert (ckpt / "agentgym_agent.json").exists() and (ckpt / "metrics.csv").exists()
+    assert (ckpt / "curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.name for p in (ckpt / "steps").iterdir()) == ["step_00001", "step_00002"]
+    assert "val_success" in (ckpt / "metrics.csv").read_text().splitlines()[0]
     manifest = json.loads((ckpt / "agentgym_agent.json").read_text())
     assert manifest["config"]["train"]["credit"] == "gigpo"
     results = tmp_path / "r.json"
