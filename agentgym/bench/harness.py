@@ -38,18 +38,9 @@ class BusyAgent:
 
 
 def _units(agent: str, seeds: int) -> list[Any]:
-    from agentgym.harness.evaluate import plan_units
+    from agentgym.harness.evaluate import RunPlan, plan_units
 
-    return plan_units(
-        agent,
-        [ENV_ID],
-        seeds=seeds,
-        episodes_per_seed=1,
-        root_seed=0,
-        split="test",
-        env_kwargs={},
-        done=set(),
-    )
+    return plan_units(RunPlan(agent, (ENV_ID,), seeds), done=set())
 
 
 def _harness_s(agent: str, seeds: int, **backend: Any) -> float:

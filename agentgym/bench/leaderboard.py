@@ -30,7 +30,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from agentgym.harness.evaluate import finish, header
+from agentgym.harness.evaluate import RunPlan, finish, header
 from agentgym.harness.seeds import episode_seeds
 from agentgym.leaderboard.store import ZLIB_LEVEL, Leaderboard
 from agentgym.leaderboard.validate import (
@@ -48,15 +48,7 @@ Render = Callable[[Leaderboard], object]
 
 def synthetic_results(seeds: int, root_seed: int = 0, success_rate: float = 0.3) -> dict[str, Any]:
     """A valid results document of ``seeds`` runs of one episode on ``ENV_ID``."""
-    doc = header(
-        "random",
-        [ENV_ID],
-        seeds=seeds,
-        episodes_per_seed=1,
-        root_seed=root_seed,
-        split="test",
-        env_kwargs={},
-    )
+    doc = header(RunPlan("random", (ENV_ID,), seeds, root_seed=root_seed))
     rng = np.random.default_rng(root_seed)
     episodes = []
     for run, (seed,) in enumerate(episode_seeds(root_seed, seeds, 1)):

@@ -10,12 +10,14 @@ A success metric is only trustworthy if it passes two controls on the same tasks
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agentgym.harness.seeds import episode_seeds
 from agentgym.registry import make
+
+if TYPE_CHECKING:
+    from agentgym.harness.evaluate import RunPlan
 
 
 def _null_control(
@@ -51,16 +53,8 @@ def _null_control(
     }
 
 
-def run_controls(
-    env_ids: list[str],
-    *,
-    seeds: int,
-    episodes_per_seed: int,
-    root_seed: int,
-    split: str,
-    env_kwargs: dict[str, Any],
-) -> dict[str, Any]:
-    """Both controls on the evaluation's own seeds, per env.
+def run_controls(plan: RunPlan) -> dict[str, Any]:
+    """Both controls on the evaluation's own seeds and envs, per env.
 
     Returns:
         ``{env_id: {"positive": {"agent", "mean", "ok"}, "null": {"mean", "chance", "ok"} or
@@ -68,21 +62,21 @@ def run_controls(
     """
     from agentgym.harness.evaluate import evaluate
 
-    flat = [s for row in episode_seeds(root_seed, seeds, episodes_per_seed) for s in row]
+    flat = [s for row in plan.episode_seeds() for s in row]
     oracle = evaluate(
         "oracle",
-        env_ids,
-        seeds=seeds,
-        episodes_per_seed=episodes_per_seed,
-        root_seed=root_seed,
-        split=split,
-        env_kwargs=env_kwargs,
+        list(plan.env_ids),
+        seeds=plan.seeds,
+        episodes_per_seed=plan.episodes_per_seed,
+        root_seed=plan.root_seed,
+        split=plan.split,
+        env_kwargs=plan.env_kwargs,
     )
     out = {}
-    for env_id in env_ids:
+    for env_id in plan.env_ids:
         mean = oracle["aggregates"][env_id]["mean"]
         out[env_id] = {
             "positive": {"agent": "oracle", "mean": mean, "ok": mean == 1.0},
-            "null": _null_control(env_id, flat, split, env_kwargs),
+            "null": _null_control(env_id, flat, plan.split, plan.env_kwargs),
         }
     return out

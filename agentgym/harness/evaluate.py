@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,25 +39,39 @@ def _key(record: dict[str, Any]) -> Key:
     return record["env_id"], record["run"], record["episode"]
 
 
-def header(
-    agent_spec: str,
-    env_ids: list[str],
-    *,
-    seeds: int,
-    episodes_per_seed: int,
-    root_seed: int,
-    split: str,
-    env_kwargs: dict[str, Any],
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RunPlan:
+    """What an evaluation plays: an agent on envs over a seed tree (everything but where the
+    results go and how the episodes are run)."""
+
+    agent_spec: str
+    env_ids: tuple[str, ...]
+    seeds: int
+    episodes_per_seed: int = 1
+    root_seed: int = 0
+    split: str = "test"
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        """Episodes in the plan."""
+        return len(self.env_ids) * self.seeds * self.episodes_per_seed
+
+    def episode_seeds(self) -> list[list[int]]:
+        """``seeds[run][episode]`` (see :func:`agentgym.harness.seeds.episode_seeds`)."""
+        return episode_seeds(self.root_seed, self.seeds, self.episodes_per_seed)
+
+
+def header(plan: RunPlan) -> dict[str, Any]:
     """Everything of a results file but its episodes and aggregates."""
     envs = []
-    for env_id in env_ids:
-        env = make(env_id, split=split, **env_kwargs)
+    for env_id in plan.env_ids:
+        env = make(env_id, split=plan.split, **plan.env_kwargs)
         envs.append(
             {
                 "id": env_id,
                 "version": int(env_id.rsplit("-v", 1)[1]),
-                "kwargs": dict(env_kwargs),
+                "kwargs": dict(plan.env_kwargs),
                 "data_hash": getattr(env.unwrapped, "data_hash", None),
             }
         )
@@ -64,13 +79,13 @@ def header(
     return {
         "schema_version": SCHEMA_VERSION,
         "harness_version": HARNESS_VERSION,
-        "agent": describe_agent(agent_spec),
+        "agent": describe_agent(plan.agent_spec),
         "envs": envs,
-        "split": split,
-        "root_seed": root_seed,
-        "episodes_per_seed": episodes_per_seed,
-        "seeds": seeds,
-        "bootstrap": {"seed": root_seed, "reps": DEFAULT_REPS},
+        "split": plan.split,
+        "root_seed": plan.root_seed,
+        "episodes_per_seed": plan.episodes_per_seed,
+        "seeds": plan.seeds,
+        "bootstrap": {"seed": plan.root_seed, "reps": DEFAULT_REPS},
         "packages": packages(),
     }
 
@@ -100,27 +115,24 @@ def _resume(out: Path, identity: dict[str, Any], overwrite: bool) -> list[dict[s
     return list(kept.values())
 
 
-def plan_units(
-    agent_spec: str,
-    env_ids: list[str],
-    *,
-    seeds: int,
-    episodes_per_seed: int,
-    root_seed: int,
-    split: str,
-    env_kwargs: dict[str, Any],
-    done: set[Key],
-    transcripts: bool = False,
-) -> list[Unit]:
+def plan_units(plan: RunPlan, done: set[Key], transcripts: bool = False) -> list[Unit]:
     """The units (env × run) with at least one episode not in ``done``."""
-    plan = episode_seeds(root_seed, seeds, episodes_per_seed)
+    seeds = plan.episode_seeds()
     units = []
-    for env_id in env_ids:
-        for run, run_seeds in enumerate(plan):
+    for env_id in plan.env_ids:
+        for run, run_seeds in enumerate(seeds):
             todo = tuple((m, s) for m, s in enumerate(run_seeds) if (env_id, run, m) not in done)
             if todo:
                 units.append(
-                    Unit(env_id, run, todo, agent_spec, split, dict(env_kwargs), transcripts)
+                    Unit(
+                        env_id,
+                        run,
+                        todo,
+                        plan.agent_spec,
+                        plan.split,
+                        dict(plan.env_kwargs),
+                        transcripts,
+                    )
                 )
     return units
 
@@ -174,32 +186,22 @@ def evaluate(
         raise BadInput(f"{out} is a directory: give a file path for --out")
     for env_id in env_ids:
         env_info(env_id)
-    kwargs = dict(env_kwargs or {})
     load_agent(agent_spec)  # a bad spec fails before any work
-    doc = header(
+    plan = RunPlan(
         agent_spec,
-        env_ids,
-        seeds=seeds,
-        episodes_per_seed=episodes_per_seed,
-        root_seed=root_seed,
-        split=split,
-        env_kwargs=kwargs,
+        tuple(env_ids),
+        seeds,
+        episodes_per_seed,
+        root_seed,
+        split,
+        dict(env_kwargs or {}),
     )
+    doc = header(plan)
     identity = {k: doc[k] for k in IDENTITY_FIELDS}
     records = _resume(out, identity, overwrite) if out else []
-    units = plan_units(
-        agent_spec,
-        env_ids,
-        seeds=seeds,
-        episodes_per_seed=episodes_per_seed,
-        root_seed=root_seed,
-        split=split,
-        env_kwargs=kwargs,
-        done={_key(r) for r in records},
-        transcripts=transcripts,
-    )
+    units = plan_units(plan, {_key(r) for r in records}, transcripts)
     journal = Journal(journal_path(out), identity, records) if out else None
-    total = len(env_ids) * seeds * episodes_per_seed
+    total = plan.total
     try:
         _play(
             units,
@@ -221,14 +223,7 @@ def evaluate(
     if controls:
         from agentgym.harness.controls import run_controls
 
-        result["controls"] = run_controls(
-            env_ids,
-            seeds=seeds,
-            episodes_per_seed=episodes_per_seed,
-            root_seed=root_seed,
-            split=split,
-            env_kwargs=kwargs,
-        )
+        result["controls"] = run_controls(plan)
     if out:
         write_atomic(out, result)
         assert journal is not None
