@@ -231,17 +231,24 @@ def ablate(
 
 @app.command()
 def bench(
-    part: Annotated[str, typer.Argument(help="What to measure: search.")],
+    part: Annotated[
+        str,
+        typer.Argument(help="What to measure: search, harness, leaderboard, trainer, learning."),
+    ],
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write JSON here.")] = None,
     quick: Annotated[
         bool, typer.Option(help="Small sizes: a smoke run, not a measurement.")
     ] = False,
+    variants: Annotated[
+        str | None,
+        typer.Option(help="learning only: credit variants, comma-separated (default grpo,gigpo)."),
+    ] = None,
 ) -> None:
     """Measure speed against a peer run in the same process; print a table (and JSON)."""
     from agentgym.bench import run_bench
     from agentgym.harness.results import write_atomic
 
-    doc = run_bench(part, out, quick=quick)
+    doc = run_bench(part, out, quick=quick, variants=variants)
     if json_out is not None:
         write_atomic(json_out, doc)
 
@@ -377,30 +384,57 @@ def verify(
 
 @app.command()
 def quickstart(
-    seeds: Annotated[int, typer.Option(help="Runs per agent.")] = 50,
-    out_dir: Annotated[Path, typer.Option(help="Where the results and the plot go.")] = Path(
-        "agentgym-quickstart"
-    ),
+    seeds: Annotated[int, typer.Option(help="Test-split episodes per agent.")] = 60,
+    out_dir: Annotated[
+        Path, typer.Option(help="Where the checkpoint, results and plot go.")
+    ] = Path("agentgym-quickstart"),
+    sft_steps: Annotated[
+        int, typer.Option(help="Warm-start steps on oracle demonstrations.")
+    ] = 800,
+    rl_steps: Annotated[int, typer.Option(help="GRPO steps after the warm start.")] = 30,
 ) -> None:
-    """The main job end to end on a small default: the oracle, a scripted heuristic and a
-    random agent over many seeds on the test split, a report table with intervals, a plot."""
+    """The main job end to end on a small default: train the tiny policy on Search-Menu-Small
+    (SFT on oracle demonstrations, then GRPO), evaluate SFT alone, SFT + GRPO, the oracle and a
+    random agent over many seeds of the test split, report intervals and the paired
+    difference, plot, submit to a local leaderboard and print it."""
+    from agentgym.baselines.train import TrainConfig, train
+    from agentgym.harness.compare import compare as paired
     from agentgym.harness.evaluate import evaluate
     from agentgym.harness.plot import plot_report
     from agentgym.harness.report import print_report, report_json
 
     env_id = "agentgym/Search-Menu-Small-v0"
-    results, summary = {}, {}
+    policy_dir = out_dir / "policy"
+    cfg = TrainConfig(
+        env=env_id,
+        credit="grpo",
+        preset="nano",
+        sft_steps=sft_steps,
+        sft_lr=3e-3,
+        sft_episodes=400,
+        steps=rl_steps,
+        tasks_per_step=4,
+        group_size=8,
+        eval_every=0,
+    )
+    out.print(f"training the tiny policy: {sft_steps} SFT steps, then {rl_steps} GRPO steps")
+    train(cfg, policy_dir)
+    out.print(f"wrote {policy_dir} (SFT alone: {policy_dir / 'sft'})")
     agents = {
+        "sft+grpo": str(policy_dir),
+        "sft": str(policy_dir / "sft"),
         "oracle": "oracle",
-        "heuristic": "agentgym.envs.search.agents:MenuHeuristicAgent",
         "random": "random",
     }
+    results, summary = {}, {}
     for name, agent in agents.items():
         path = out_dir / f"{name}.json"
         results[name] = evaluate(agent, [env_id], seeds=seeds, out=path, overwrite=True)
         summary[f"{name} on {env_id}"] = report_json(results[name])[env_id]
         out.print(f"wrote {path}")
     print_report(out, results)
+    for a, b in (("sft", "sft+grpo"), ("random", "sft+grpo")):
+        out.print(f"{b} against {a} (paired): {paired(results[a], results[b])['verdict']}")
     plot_report(summary, out_dir / "report.png")
     out.print(f"wrote {out_dir / 'report.png'}")
     # A leaderboard of its own, so that running the quickstart twice submits nothing twice.

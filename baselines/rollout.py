@@ -1,19 +1,30 @@
 """Batched multi-turn rollouts: many envs stepped in lockstep, one batched generation per turn.
 
-Layout: per-step samples (CREDIT.md §0 (b)): each turn's prompt is the observation (the search
-envs' observations carry the episode's state), its response the generated action. Groups are
-G rollouts of the same task and seed. ``terminated`` and ``truncated`` stay apart.
+Both sample layouts of CREDIT.md §0 are produced (see :mod:`agentgym.baselines.layout`); every
+turn is stored as its own ``Turn`` either way:
+
+* ``per-step`` (default): turn ``k``'s prompt is the last ``history`` (observation, action)
+  pairs and the current observation (``history=0``: the observation alone; the search envs'
+  observations carry the episode's state); its response the generated action.
+* ``concat``: turn ``k``'s prompt is the whole episode so far, so it equals turn ``k-1``'s
+  prompt + response + observation ``k``; :func:`~agentgym.baselines.layout.turn_logprobs`
+  scores such a rollout with one sequence.
+
+Groups are G rollouts of the same task and seed. ``terminated`` and ``truncated`` stay apart.
+Tree samplers: with ``snapshots=True`` every turn keeps the env state it acted from, and
+:func:`branch` replays ``n`` continuations from any turn of a finished rollout.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from agentgym.baselines.credit.batch import Trajectory, Turn
-from agentgym.baselines.policies.agent import prompt_ids
+from agentgym.baselines.layout import LAYOUTS, History, context_limit
 from agentgym.baselines.policies.base import Policy
 from agentgym.baselines.policies.constrained import decoded_action, encode_actions
 from agentgym.registry import make
@@ -21,7 +32,7 @@ from agentgym.registry import make
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    """How actions are generated."""
+    """How actions are generated and how turns are laid out."""
 
     max_new_tokens: int = 48
     """Most tokens per action (eos included)."""
@@ -33,6 +44,33 @@ class RolloutConfig:
     """Decode only menu/admissible actions when the env lists them (invalid rate 0)."""
     invalid_penalty: float = 0.1
     """Reward subtracted from a turn whose action the env rejected."""
+    layout: str = "per-step"
+    """Sample layout (CREDIT.md §0): "per-step" (prompt = ``history`` previous (observation,
+    action) pairs + the current observation) or "concat" (prompt = the whole episode so far;
+    turn k's prompt = turn k-1's prompt + response + observation k; rollouts longer than the
+    policy's context raise ValueError)."""
+    history: int = 0
+    """per-step only: how many previous (observation, action) pairs precede the current
+    observation in each prompt (0: the current observation alone). A per-step prompt longer
+    than the policy's context is cut by the policy (most recent tokens kept)."""
+    snapshots: bool = False
+    """Keep the env state each turn acted from in ``turn.extras["snapshot"]`` (bytes of
+    ``env.unwrapped.snapshot()``; with the observation and its info in ``"observation"`` and
+    ``"observation_info"``) so :func:`branch` can replay from any turn; ignored for envs
+    without snapshot support."""
+
+    def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        if self.history < 0:
+            raise ValueError(f"history must be >= 0, got {self.history}")
+        if self.layout == "concat" and self.history:
+            raise ValueError("history applies to the per-step layout; concat keeps everything")
+
+    @property
+    def window(self) -> int | None:
+        """The history window of a prompt: ``history`` (per-step) or None (all, concat)."""
+        return None if self.layout == "concat" else self.history
 
 
 class EnvPool:
@@ -41,6 +79,7 @@ class EnvPool:
     def __init__(self, env_id: str, n: int, **env_kwargs: Any):
         """Make the instances (they share the id's world)."""
         self.env_id = env_id
+        self.env_kwargs = dict(env_kwargs)
         self.envs = [make(env_id, **env_kwargs) for _ in range(n)]
         self.supports_snapshot = bool(getattr(self.envs[0].unwrapped, "supports_snapshot", False))
 
@@ -48,11 +87,23 @@ class EnvPool:
         return len(self.envs)
 
     def grow(self, n: int) -> None:
-        """Make sure the pool holds at least ``n`` instances."""
+        """Make sure the pool holds at least ``n`` instances (made like the first ones)."""
         first: Any = self.envs[0].unwrapped
-        kwargs = {"split": first.split}
+        kwargs = {"split": first.split, **self.env_kwargs}
         while len(self.envs) < n:
             self.envs.append(make(self.env_id, **kwargs))
+
+
+@dataclass
+class _Slot:
+    """One rollout in flight: its env, its trajectory so far, what the policy sees next."""
+
+    env: Any
+    traj: Trajectory
+    obs: Any
+    info: dict[str, Any]
+    history: History
+    key: int | None
 
 
 def collect(
@@ -71,63 +122,185 @@ def collect(
         pool: envs (grown to ``len(tasks) * group_size`` if needed).
         tasks: (task id, reset seed) per group.
         group_size: G.
-        cfg: generation settings.
-        gumbel_keys: per rollout, a key that fixes its sampling noise (twins share a key).
+        cfg: generation settings and layout.
+        gumbel_keys: per rollout, a key that fixes its sampling noise (twins share a key);
+            turn ``k`` of a rollout with key ``c`` samples with key ``c * 1000 + k``.
 
     Returns:
-        One trajectory per rollout, groups contiguous, in task order.
+        One trajectory per rollout, groups contiguous, in task order; ``node_id`` is
+        ``"{group_id}:{j}"`` for the group's ``j``-th rollout, ``extras["layout"]`` and
+        ``extras["history"]`` record ``cfg``'s layout.
     """
-    slots = [(task, seed) for task, seed in tasks for _ in range(group_size)]
-    pool.grow(len(slots))
-    trajs, obs, infos = [], [], []
-    for (task, seed), env in zip(slots, pool.envs, strict=False):
-        o, info = env.reset(seed=seed, options={"task_id": task})
-        trajs.append(Trajectory(task_id=task, group_id=f"{task}@{seed}", seed=seed))
-        obs.append(o)
-        infos.append(info)
-    active = list(range(len(slots)))
-    while active:
-        active = _turn(policy, pool, cfg, trajs, obs, infos, active, gumbel_keys)
-    return trajs
+    rows = [(task, seed, j) for task, seed in tasks for j in range(group_size)]
+    if gumbel_keys is not None and len(gumbel_keys) != len(rows):
+        raise ValueError(f"{len(gumbel_keys)} gumbel_keys for {len(rows)} rollouts")
+    pool.grow(len(rows))
+    slots = []
+    for n, ((task, seed, j), env) in enumerate(zip(rows, pool.envs, strict=False)):
+        obs, info = env.reset(seed=seed, options={"task_id": task})
+        group = f"{task}@{seed}"
+        traj = Trajectory(task_id=task, group_id=group, seed=seed, node_id=f"{group}:{j}")
+        traj.extras.update(_layout_extras(cfg))
+        key = None if gumbel_keys is None else gumbel_keys[n]
+        slots.append(_Slot(env, traj, obs, info, History(policy, [obs]), key))
+    _play(policy, slots, cfg, snapshots=cfg.snapshots and pool.supports_snapshot)
+    return [s.traj for s in slots]
 
 
-def _turn(
+def branch(
     policy: Policy,
     pool: EnvPool,
+    parents: list[tuple[Trajectory, int]],
+    n: int,
     cfg: RolloutConfig,
-    trajs: list[Trajectory],
-    obs: list[Any],
-    infos: list[dict[str, Any]],
-    active: list[int],
-    gumbel_keys: list[int] | None,
-) -> list[int]:
+    *,
+    gumbel_keys: list[int] | None = None,
+) -> list[Trajectory]:
+    """Play ``n`` continuations from turn ``k`` of each ``(parent, k)``, all in lockstep.
+
+    Each parent must come from :func:`collect` (or :func:`branch`) with
+    ``RolloutConfig(snapshots=True)`` and the same layout and history as ``cfg``. A pool env
+    is restored to the state turn ``k`` acted from and the policy acts again from there, with
+    the same prompt the parent's turn ``k`` had.
+
+    Args:
+        policy: generates actions.
+        pool: envs of the parent's id (grown to ``len(parents) * n`` if needed).
+        parents: (trajectory, turn index) pairs, ``0 <= k < len(trajectory.turns)``.
+        n: continuations per pair.
+        cfg: generation settings (``cfg.snapshots`` also keeps snapshots of the new turns).
+        gumbel_keys: one key per returned trajectory (``len(parents) * n``); turn ``k`` of a
+            continuation samples with ``key * 1000 + k`` like :func:`collect`, so a branch
+            given its parent's key replays the parent's own continuation.
+
+    Returns:
+        ``len(parents) * n`` trajectories, pair by pair: turns ``0..k-1`` are copies of the
+        parent's (same tensors, ``extras["shared"] = True``), then the new turns; same
+        ``group_id``, task and seed as the parent, ``parent_id = parent.node_id``,
+        ``branch_turn = k``, ``node_id = f"{parent.node_id}/{k}.{j}"`` (``j`` counts the
+        continuations of that node within this call) and the continuation's own outcome.
+
+    Raises:
+        ValueError: the pool's env has no snapshots, a parent turn has none, ``k`` is out of
+            range, the layouts differ or the key count is wrong.
+    """
+    if not pool.supports_snapshot:
+        raise ValueError(
+            f"branch needs env snapshots, and {pool.env_id} does not support snapshot()/restore()"
+        )
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if gumbel_keys is not None and len(gumbel_keys) != len(parents) * n:
+        raise ValueError(f"{len(gumbel_keys)} gumbel_keys for {len(parents) * n} continuations")
+    pool.grow(len(parents) * n)
+    envs = iter(pool.envs)
+    slots: list[_Slot] = []
+    seen: dict[tuple[str, int], int] = {}
+    for parent, k in parents:
+        _check_parent(parent, k, cfg)
+        turn = parent.turns[k]
+        node = parent.node_id or parent.group_id
+        past = parent.turns[: k + 1]
+        for _ in range(n):
+            j = seen[(node, k)] = seen.get((node, k), -1) + 1
+            env = next(envs)
+            unwrapped: Any = env.unwrapped
+            unwrapped.restore(turn.extras["snapshot"])
+            traj = Trajectory(
+                task_id=parent.task_id,
+                group_id=parent.group_id,
+                seed=parent.seed,
+                turns=[_shared(t) for t in past[:k]],
+                node_id=f"{node}/{k}.{j}",
+                parent_id=parent.node_id,
+                branch_turn=k,
+                extras=_layout_extras(cfg),
+            )
+            history = History(
+                policy,
+                [t.extras["observation"] for t in past],
+                [t.response_ids for t in past[:k]],
+            )
+            key = None if gumbel_keys is None else gumbel_keys[len(slots)]
+            obs, info = turn.extras["observation"], turn.extras["observation_info"]
+            slots.append(_Slot(env, traj, obs, info, history, key))
+    _play(policy, slots, cfg, snapshots=cfg.snapshots)
+    return [s.traj for s in slots]
+
+
+def _check_parent(parent: Trajectory, k: int, cfg: RolloutConfig) -> None:
+    if not 0 <= k < len(parent.turns):
+        raise ValueError(
+            f"branch turn {k} is out of range for {parent.node_id} ({len(parent.turns)} turns)"
+        )
+    if "snapshot" not in parent.turns[k].extras:
+        raise ValueError(
+            f"turn {k} of {parent.node_id or parent.group_id} has no snapshot: collect the "
+            "parents with RolloutConfig(snapshots=True) on an env that supports snapshots"
+        )
+    layout = {"layout": parent.extras.get("layout"), "history": parent.extras.get("history")}
+    if layout != _layout_extras(cfg):
+        raise ValueError(
+            f"the parent was played with {layout} but cfg asks for {_layout_extras(cfg)}; "
+            "a branch must continue the parent's prompts"
+        )
+
+
+def _shared(turn: Turn) -> Turn:
+    """A copy of a parent's turn for a branch's shared prefix (tensors are shared, the
+    ``extras`` and ``info`` dicts are not)."""
+    extras = {**turn.extras, "shared": True}
+    return dataclasses.replace(turn, info=dict(turn.info), extras=extras)
+
+
+def _layout_extras(cfg: RolloutConfig) -> dict[str, Any]:
+    return {"layout": cfg.layout, "history": cfg.history}
+
+
+def _play(policy: Policy, slots: list[_Slot], cfg: RolloutConfig, *, snapshots: bool) -> None:
+    """Step every slot until its episode ends (the one turn loop of collect and branch)."""
+    active = list(slots)
+    while active:
+        active = _turn(policy, cfg, active, snapshots)
+
+
+def _turn(policy: Policy, cfg: RolloutConfig, active: list[_Slot], snapshots: bool) -> list[_Slot]:
     """One generation for every active rollout, one env step each; the still-active ones."""
-    prompts = [prompt_ids(policy, obs[i]) for i in active]
+    prompts = [s.history.prompt(cfg.window) for s in active]
     choices = [
-        encode_actions(policy.tokenizer, infos[i]["admissible_actions"])
-        if cfg.constrained and infos[i].get("admissible_actions")
+        encode_actions(policy.tokenizer, s.info["admissible_actions"])
+        if cfg.constrained and s.info.get("admissible_actions")
         else None
-        for i in active
+        for s in active
     ]
+    if cfg.layout == "concat":
+        _check_context(policy, cfg, active, prompts, choices)
     keys = None
-    if gumbel_keys is not None:
-        keys = [gumbel_keys[i] * 1_000 + len(trajs[i].turns) for i in active]
+    if any(s.key is not None for s in active):
+        keys = [_require_key(s) * 1_000 + len(s.traj.turns) for s in active]
     outs = policy.generate(
         prompts,
         max_new_tokens=cfg.max_new_tokens,
         temperature=cfg.temperature,
         greedy=cfg.greedy,
         gumbel_keys=keys,
-        allowed=[None if c is None else [list(s) for s in c] for c in choices],
+        allowed=[None if c is None else [list(seq) for seq in c] for c in choices],
     )
     still = []
-    for i, prompt, out, choice in zip(active, prompts, outs, choices, strict=True):
-        state_key = infos[i].get("state_key")
-        o, reward, terminated, truncated, info = pool.envs[i].step(
+    for s, prompt, out, choice in zip(active, prompts, outs, choices, strict=True):
+        extras: dict[str, Any] = {}
+        if snapshots:
+            extras = {
+                "snapshot": s.env.unwrapped.snapshot(),
+                "observation": s.obs,
+                "observation_info": s.info,
+            }
+        state_key = s.info.get("state_key")
+        o, reward, terminated, truncated, info = s.env.step(
             decoded_action(policy.tokenizer, out.ids, choice)
         )
         penalty = 0.0 if info.get("action_valid", True) else cfg.invalid_penalty
-        trajs[i].turns.append(
+        s.traj.turns.append(
             Turn(
                 prompt_ids=torch.tensor(prompt, dtype=torch.long),
                 response_ids=torch.tensor(out.ids, dtype=torch.long),
@@ -137,12 +310,46 @@ def _turn(
                 state_key=state_key,
                 info=info,
                 logp_old=torch.tensor(out.logps, dtype=torch.float32),
+                extras=extras,
             )
         )
-        obs[i], infos[i] = o, info
+        s.obs, s.info = o, info
         if terminated or truncated:
-            t = trajs[i]
+            t = s.traj
             t.outcome, t.terminated, t.truncated = float(reward), terminated, truncated
         else:
-            still.append(i)
+            s.history.act(out.ids)
+            s.history.observe(o)
+            still.append(s)
     return still
+
+
+def _require_key(slot: _Slot) -> int:
+    if slot.key is None:
+        raise ValueError("gumbel keys must be given for every rollout or for none")
+    return slot.key
+
+
+def _check_context(
+    policy: Policy,
+    cfg: RolloutConfig,
+    active: list[_Slot],
+    prompts: list[list[int]],
+    choices: list[Any],
+) -> None:
+    """Refuse a concat prompt that, with the longest response the batch allows (a constrained
+    row's budget grows to its longest choice), would not fit: the policy would cut it."""
+    limit = context_limit(policy)
+    if limit is None:
+        return
+    depths = [len(seq) + 1 for choice in choices if choice is not None for seq in choice]
+    budget = max([cfg.max_new_tokens, *depths])
+    for s, prompt in zip(active, prompts, strict=True):
+        if len(prompt) + budget - 1 > limit:
+            raise ValueError(
+                f"layout 'concat': turn {len(s.traj.turns)} of {s.traj.node_id} has a "
+                f"{len(prompt)}-token history and up to {budget} response tokens, more than "
+                f"the policy's context limit of {limit} tokens; use layout='per-step' "
+                "(optionally with history=W), fewer turns (the env's max_turns) or a policy "
+                "with a longer context (TinyPolicy max_len)"
+            )

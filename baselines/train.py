@@ -23,8 +23,9 @@ import torch
 
 from agentgym.baselines.credit import compose
 from agentgym.baselines.credit.batch import Batch, StepContext
+from agentgym.baselines.layout import History, turn_logprobs
 from agentgym.baselines.losses import aggregate, clipped_surrogate, kl_k3
-from agentgym.baselines.policies.agent import prompt_ids, save_policy_checkpoint
+from agentgym.baselines.policies.agent import save_policy_checkpoint
 from agentgym.baselines.rollout import EnvPool, RolloutConfig, collect
 from agentgym.core.errors import BadInput
 from agentgym.registry import make
@@ -40,8 +41,13 @@ class TrainConfig:
     """Credit variants joined by '+', e.g. 'gigpo' or 'grpo+sdar'."""
     policy: str = "tiny"
     """'tiny' (a small transformer trained from scratch) or a local HF model directory."""
+    init: str = ""
+    """Start from this checkpoint directory (an earlier run's OUT or OUT/sft) instead of a
+    fresh policy; --policy and --preset are then ignored."""
     preset: str = "small"
     """Size of the tiny policy: nano, small or base."""
+    max_len: int = 1024
+    """Context of the tiny policy in tokens (the concat layout needs room for a whole episode)."""
     lora_r: int = 0
     """LoRA rank for a Hugging Face policy (0: train all weights)."""
     steps: int = 20
@@ -72,26 +78,38 @@ class TrainConfig:
     """Decode only menu actions where the env lists them."""
     max_new_tokens: int = 48
     """Most tokens per action."""
+    layout: str = "per-step"
+    """Sample layout: 'per-step' (one sample per turn) or 'concat' (one sequence per rollout,
+    observations masked out of the loss)."""
+    history: int = 0
+    """per-step only: previous (observation, action) pairs shown before the observation."""
     constant_norm: float = 48.0
     """Divisor of the constant-norm aggregation (Dr. GRPO)."""
     eval_every: int = 10
     """Evaluate a checkpoint on the val split every this many RL steps (0: never)."""
     eval_seeds: int = 20
     """Seeds of each periodic evaluation."""
+    checkpoint_every: int = 0
+    """Also keep a checkpoint under OUT/steps every this many RL steps without evaluating it
+    (0: only the evaluated ones)."""
     seed: int = 0
     """Seed of everything."""
+    tensorboard: bool = True
+    """Also write TensorBoard scalars under OUT/tb (needs the tensorboard package)."""
 
 
 def make_policy(cfg: TrainConfig) -> Any:
     """The policy to train: a tiny transformer with a tokenizer fitted to the env's text, or a
-    local Hugging Face model."""
+    local Hugging Face model, or the policy of the checkpoint ``cfg.init``."""
+    if cfg.init:
+        return load_policy(Path(cfg.init))
     if cfg.policy == "tiny":
         from agentgym.baselines.policies.tiny import TinyPolicy
         from agentgym.baselines.policies.tokenizer import collect_env_text, train_tokenizer
 
         tokenizer = train_tokenizer(collect_env_text(cfg.env, seed=cfg.seed), vocab_size=2000)
         torch.manual_seed(cfg.seed)
-        return TinyPolicy.from_preset(cfg.preset, tokenizer)
+        return TinyPolicy.from_preset(cfg.preset, tokenizer, max_len=cfg.max_len)
     if not Path(cfg.policy).is_dir():
         raise BadInput(f"--policy must be 'tiny' or a local model directory, got {cfg.policy!r}")
     from agentgym.baselines.policies.hf import HFPolicy, LoraSettings
@@ -100,22 +118,54 @@ def make_policy(cfg: TrainConfig) -> Any:
     return HFPolicy.from_pretrained(cfg.policy, lora=lora)
 
 
+def load_policy(path: Path) -> Any:
+    """The policy inside a checkpoint directory, loaded by the class its manifest names
+    (safetensors + JSON; nothing is unpickled)."""
+    from agentgym.agents.checkpoint import is_checkpoint_dir, read_manifest
+    from agentgym.baselines.policies.agent import DEFAULT_POLICY_CLASS, _import_class
+
+    if not is_checkpoint_dir(path):
+        raise BadInput(f"--init {path}: not a checkpoint directory")
+    config = read_manifest(path).get("config", {})
+    policy_cls = _import_class(str(config.get("policy_class", DEFAULT_POLICY_CLASS)))
+    return policy_cls.load(path)
+
+
 def oracle_demos(cfg: TrainConfig, policy: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(prompt, action + eos) token pairs from the oracle on the train split."""
     env = make(cfg.env, split="train")
     expert: Any = env.unwrapped
     eos = policy.tokenizer.eos_id
+    window = rollout_config(cfg).window
     demos = []
     for seed in range(cfg.seed, cfg.seed + cfg.sft_episodes):
         obs, _ = env.reset(seed=seed)
+        history = History(policy)
         while True:
+            history.observe(obs)
             action = expert.oracle_action()
             response = [*policy.tokenizer.encode(str(action)), eos]
-            demos.append((torch.tensor(prompt_ids(policy, obs)), torch.tensor(response)))
+            demos.append((torch.tensor(history.prompt(window)), torch.tensor(response)))
+            history.act(response)
             obs, _, term, trunc, _ = env.step(action)
             if term or trunc:
                 break
     return demos
+
+
+def rollout_config(cfg: TrainConfig, **overrides: Any) -> RolloutConfig:
+    """How the run generates actions (validated: a bad layout or history fails here)."""
+    try:
+        return RolloutConfig(
+            max_new_tokens=cfg.max_new_tokens,
+            temperature=cfg.temperature,
+            constrained=cfg.constrained,
+            layout=cfg.layout,
+            history=cfg.history,
+            **overrides,
+        )
+    except ValueError as e:
+        raise BadInput(str(e)) from None
 
 
 def sft(policy: Any, demos: list[tuple[torch.Tensor, torch.Tensor]], cfg: TrainConfig) -> float:
@@ -142,8 +192,7 @@ def policy_loss(batch: Batch, policy: Any, ref: Any, plan: Any, cfg: TrainConfig
     if not keys:
         return torch.zeros((), requires_grad=True), {"tokens": 0}
     turns = [batch.turn(k) for k in keys]
-    prompts, responses = [t.prompt_ids for t in turns], [t.response_ids for t in turns]
-    logp = torch.cat(policy.logprobs(prompts, responses, grad=True))
+    logp = torch.cat(turn_logprobs(policy, batch, keys, grad=True))
     logp_old = torch.cat([t.logp_old for t in turns])
     adv = batch.flat(batch.advantages, keys)
     mask, seq_ids, turn_ids = batch.token_index(keys)
@@ -159,7 +208,7 @@ def policy_loss(batch: Batch, policy: Any, ref: Any, plan: Any, cfg: TrainConfig
     metrics: dict[str, float] = {"tokens": float(mask.sum())}
     if ref is not None and cfg.kl_coef > 0:
         with torch.no_grad():
-            ref_logp = torch.cat(ref.logprobs(prompts, responses))
+            ref_logp = torch.cat(turn_logprobs(ref, batch, keys, grad=False))
         kl = aggregate(kl_k3(logp, ref_logp), mask, "token-mean")
         loss = loss + cfg.kl_coef * kl
         metrics["kl"] = float(kl)
@@ -180,11 +229,7 @@ def rl_step(
     task_ids = pool.envs[0].unwrapped.task_ids("train")
     picks = rng.choice(len(task_ids), size=cfg.tasks_per_step, replace=False)
     tasks = [(task_ids[i], int(rng.integers(2**31))) for i in picks]
-    rollout = RolloutConfig(
-        max_new_tokens=cfg.max_new_tokens,
-        temperature=cfg.temperature,
-        constrained=cfg.constrained,
-    )
+    rollout = rollout_config(cfg)
     with torch.no_grad():
         batch = Batch(trajectories=collect(policy, pool, tasks, cfg.group_size, rollout))
     ctx = StepContext(config=cfg, policy=policy, ref=ref, envs=pool, step=step)
@@ -204,7 +249,7 @@ def rl_step(
     return {
         **metrics,
         **batch.metrics,
-        "loss": float(loss),
+        "loss": float(loss.detach()),
         "success": float(outcomes.mean()),
         "invalid_rate": 1.0 - float(np.mean(valid)),
         "turns": float(np.mean([len(t.turns) for t in batch.trajectories])),
@@ -214,6 +259,7 @@ def rl_step(
 def train(cfg: TrainConfig, out: Path) -> Path:
     """Warm start, then ``cfg.steps`` RL steps; the final checkpoint is ``out`` itself."""
     plan = compose(cfg.credit, cfg)
+    rollout_config(cfg)  # a bad layout fails before any work
     pool = EnvPool(cfg.env, cfg.tasks_per_step * cfg.group_size, split="train")
     plan.check(make(cfg.env))  # refuse an env lacking what a variant needs, before any work
     torch.manual_seed(cfg.seed)
@@ -222,29 +268,70 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     log = out / "metrics.csv"
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()
+    # layout and history at the top level: evaluation rebuilds the prompts the policy saw
+    metadata = {
+        "train": {**asdict(cfg), "credit_plan": plan.names},
+        "layout": cfg.layout,
+        "history": cfg.history,
+    }
+    tb = _tensorboard(out / "tb") if cfg.tensorboard else None
     if cfg.sft_steps > 0:
         nll = sft(policy, oracle_demos(cfg, policy), cfg)
-        rows.append({"phase": "sft", "step": 0, "sft_nll": nll})
+        seconds = time.perf_counter() - start
+        rows.append({"phase": "sft", "step": 0, "seconds": seconds, "sft_nll": nll})
+        # the warm start alone, the baseline RL is measured against
+        meta = {**metadata, "step": 0, "train_seconds": seconds}
+        save_policy_checkpoint(policy, out / "sft", metadata=meta)
+        if tb is not None:
+            tb.add_scalar("sft/nll", nll, 0)
     ref = copy.deepcopy(policy) if cfg.kl_coef > 0 else None
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = np.random.default_rng(cfg.seed)
-    metadata = {"train": {**asdict(cfg), "credit_plan": plan.names}}
+    paused = 0.0  # seconds spent on checkpoints and periodic evaluation, not training
     with _Progress(cfg.steps) as advance:
         for step in range(1, cfg.steps + 1):
             metrics = rl_step(policy, ref, plan, pool, optimizer, cfg, step, rng)
-            if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+            seconds = time.perf_counter() - start - paused
+            evaluate_now = _every(cfg.eval_every, step, cfg.steps)
+            if evaluate_now or _every(cfg.checkpoint_every, step, cfg.steps):
+                pause = time.perf_counter()
                 ckpt = out / "steps" / f"step_{step:05d}"
-                save_policy_checkpoint(policy, ckpt, metadata={**metadata, "step": step})
-                metrics["val_success"] = evaluate_checkpoint(ckpt, cfg)
-            seconds = time.perf_counter() - start
+                meta = {**metadata, "step": step, "train_seconds": seconds}
+                save_policy_checkpoint(policy, ckpt, metadata=meta)
+                if evaluate_now:
+                    metrics["val_success"] = evaluate_checkpoint(ckpt, cfg)
+                paused += time.perf_counter() - pause
             rows.append({"phase": "rl", "step": step, "seconds": seconds, **metrics})
             _write_csv(log, rows)
+            if tb is not None:
+                for name, value in metrics.items():
+                    tb.add_scalar(name if "/" in name else f"rl/{name}", value, step)
+                tb.flush()
             advance(metrics)
     _write_csv(log, rows)
+    if tb is not None:
+        tb.close()
     plot_curve(rows, out / "curve.png")
     save_policy_checkpoint(policy, out, metadata=metadata)
     (out / "train_config.json").write_text(json.dumps(asdict(cfg), indent=1) + "\n")
     return out
+
+
+def _every(period: int, step: int, last: int) -> bool:
+    """Whether a periodic action (period > 0) falls on ``step``; the last step always counts."""
+    return period > 0 and (step % period == 0 or step == last)
+
+
+def _tensorboard(logdir: Path) -> Any:
+    """A TensorBoard writer, or a clear error naming the missing package."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as e:  # torch raises ImportError when tensorboard is absent
+        raise BadInput(
+            "TensorBoard logs need the tensorboard package: pip install tensorboard "
+            "(or pass --no-tensorboard)"
+        ) from e
+    return SummaryWriter(log_dir=str(logdir))
 
 
 def evaluate_checkpoint(ckpt: Path, cfg: TrainConfig) -> float:

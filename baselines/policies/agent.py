@@ -9,8 +9,10 @@ A policy checkpoint is a directory with the policy's own files (weights, config,
 Checkpoint config keys ``PolicyAgent`` reads (others, such as training metadata, are kept
 but ignored): ``policy_class`` (``module:Class`` with a ``load`` classmethod; default
 :class:`~agentgym.baselines.policies.tiny.TinyPolicy`), ``constrained`` (default true),
-``greedy`` (default true), ``temperature`` (1.0), ``seed`` (0), ``max_new_tokens`` (64) and
-``device`` ("cpu").
+``greedy`` (default true), ``temperature`` (1.0), ``seed`` (0), ``max_new_tokens`` (64),
+``device`` ("cpu"), and the sample layout the policy was trained with: ``layout``
+("per-step", the default, or "concat": the whole episode in every prompt) and ``history``
+(per-step: previous (observation, action) pairs in each prompt, default 0).
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ class PolicyAgent:
     decoding is masked to exactly one of them (so every action is valid) and the chosen
     item's text is returned; otherwise the generated text is the action. Greedy by default;
     when sampling, the Gumbel noise is keyed by (``seed``, episode seed, turn), so an
-    episode replays exactly.
+    episode replays exactly. ``history`` builds prompts as the rollout engine does
+    (:mod:`agentgym.baselines.layout`): 0 (the default) is the observation alone, ``W`` adds
+    the last ``W`` (observation, action) pairs, None the whole episode (concat layout).
 
     Attributes:
         policy: the policy played.
@@ -62,6 +66,7 @@ class PolicyAgent:
         temperature: float = 1.0,
         seed: int = 0,
         max_new_tokens: int = 64,
+        history: int | None = 0,
     ):
         """Wrap ``policy``; see the module docstring for what each setting does."""
         self.policy = policy
@@ -70,6 +75,10 @@ class PolicyAgent:
         self.temperature = temperature
         self.seed = seed
         self.max_new_tokens = max_new_tokens
+        if history is not None and history < 0:
+            raise ValueError(f"history must be >= 0 or None, got {history}")
+        self.history = history
+        self._history: Any = None
         self.tokens_used = 0
         self._episode_seed = 0
         self._turn = 0
@@ -88,6 +97,7 @@ class PolicyAgent:
             temperature=float(config.get("temperature", 1.0)),
             seed=int(config.get("seed", 0)),
             max_new_tokens=int(config.get("max_new_tokens", 64)),
+            history=None if config.get("layout") == "concat" else int(config.get("history", 0)),
         )
 
     def reset(self, env_id: str, seed: int) -> None:
@@ -95,14 +105,26 @@ class PolicyAgent:
         self._episode_seed = int(seed)
         self._turn = 0
         self.tokens_used = 0
+        self._history = None
 
     def act(self, observation: Any, info: dict[str, Any]) -> Any:
-        """One generation from the observation text; an admissible item when constrained."""
-        prompt = prompt_ids(self.policy, observation)
+        """One generation from the observation text (and, with ``history``, the episode's
+        earlier observations and actions); an admissible item when constrained."""
+        if self.history == 0:
+            prompt = prompt_ids(self.policy, observation)
+        else:
+            from agentgym.baselines.layout import History
+
+            if self._history is None:
+                self._history = History(self.policy)
+            self._history.observe(observation)
+            prompt = self._history.prompt(self.history)
         admissible = info.get("admissible_actions") if self.constrained else None
         choices = encode_actions(self.policy.tokenizer, admissible) if admissible else None
         allowed = None if choices is None else [list(seq) for seq in choices]
         out = self._generate(prompt, allowed)
+        if self._history is not None:
+            self._history.act(out.ids)
         action = decoded_action(self.policy.tokenizer, out.ids, choices)
         self._turn += 1
         return action

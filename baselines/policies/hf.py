@@ -523,6 +523,11 @@ class HFPolicy:
         """Token ids of a conversation; see :meth:`HFTokenizer.chat_prompt`."""
         return self.tokenizer.chat_prompt(messages, add_generation_prompt=add_generation_prompt)
 
+    def encode_prompt(self, text: str) -> list[int]:
+        """The prompt for an observation: one user turn through the chat template (or the
+        plain ``"user: ...\nassistant: "`` join when the tokenizer has none)."""
+        return self.chat_prompt([{"role": "user", "content": text}])
+
     def __repr__(self) -> str:
         return (
             f"HFPolicy({type(self._lm).__name__}, device={self.device}, dtype={self.dtype}, "

@@ -3,11 +3,21 @@
 import pytest
 import torch
 
+from agentgym.baselines.policies.agent import prompt_ids
 from agentgym.baselines.policies.tiny import TinyPolicy
 from agentgym.baselines.policies.tokenizer import collect_env_text, train_tokenizer
-from agentgym.baselines.rollout import EnvPool, RolloutConfig, collect
+from agentgym.baselines.rollout import EnvPool, RolloutConfig, branch, collect
 
 SMALL = "agentgym/Search-Menu-Small-v0"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The models are tiny: one intra-op thread is fastest, also on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +66,85 @@ def test_gumbel_keys_make_rollouts_reproducible(policy, pool):
     ids = lambda trajs: [[t.response_ids.tolist() for t in tr.turns] for tr in trajs]  # noqa: E731
     assert ids(a) == ids(b)
     assert ids(a)[0] == ids(a)[1]  # twins: same key, same task, same noise
+
+
+@pytest.fixture(scope="module")
+def short_pool():
+    return EnvPool(SMALL, 2, max_turns=6)
+
+
+def test_pool_grows_with_its_constructor_arguments(short_pool):
+    short_pool.grow(3)
+    assert [env.unwrapped.max_turns for env in short_pool.envs] == [6, 6, 6]
+
+
+def test_roots_carry_node_ids_and_snapshots(policy, short_pool):
+    task = short_pool.envs[0].unwrapped.task_ids()[2]
+    cfg = RolloutConfig(max_new_tokens=40, snapshots=True)
+    trajs = collect(policy, short_pool, [(task, 9)], 2, cfg)
+    assert [t.node_id for t in trajs] == [f"{task}@9:0", f"{task}@9:1"]
+    for t in trajs:
+        assert t.parent_id is None and t.extras["layout"] == "per-step"
+        for turn in t.turns:
+            assert isinstance(turn.extras["snapshot"], bytes)
+            assert turn.prompt_ids.tolist() == prompt_ids(policy, turn.extras["observation"])
+            assert turn.extras["observation_info"]["state_key"] == turn.state_key
+    plain = collect(policy, short_pool, [(task, 9)], 1, RolloutConfig(max_new_tokens=40))
+    assert all("snapshot" not in turn.extras for turn in plain[0].turns)
+
+
+def test_branch_replays_the_parent_state_and_plays_on(policy, short_pool):
+    task = short_pool.envs[0].unwrapped.task_ids()[4]
+    cfg = RolloutConfig(max_new_tokens=40, snapshots=True)
+    (parent,) = collect(policy, short_pool, [(task, 21)], 1, cfg, gumbel_keys=[5])
+    k = min(2, len(parent.turns) - 1)
+    kids = branch(policy, short_pool, [(parent, k), (parent, 0)], 2, cfg, gumbel_keys=[5, 6, 7, 8])
+    assert [c.node_id for c in kids] == [
+        f"{parent.node_id}/{k}.0",
+        f"{parent.node_id}/{k}.1",
+        f"{parent.node_id}/0.0",
+        f"{parent.node_id}/0.1",
+    ]
+    for child, at in zip(kids, [k, k, 0, 0], strict=True):
+        assert child.parent_id == parent.node_id and child.branch_turn == at
+        assert child.group_id == parent.group_id and child.task_id == parent.task_id
+        assert len(child.turns) > at and child.terminated != child.truncated
+        assert child.turns[-1].terminated == child.terminated
+        assert child.turns[-1].truncated == child.truncated
+        assert all(t.extras.get("shared") for t in child.turns[:at])
+        assert not any(t.extras.get("shared") for t in child.turns[at:])
+        assert not any(t.extras.get("shared") for t in parent.turns)
+        for old, new in zip(parent.turns[:at], child.turns[:at], strict=True):
+            assert new.response_ids is old.response_ids and new.state_key == old.state_key
+        first = child.turns[at]  # the state the parent acted from at turn `at`
+        assert torch.equal(first.prompt_ids, parent.turns[at].prompt_ids)
+        assert first.state_key == parent.turns[at].state_key
+        assert "snapshot" in first.extras
+    # the same key from the same state: the branch replays the parent's own continuation
+    same = kids[0]
+    ids = lambda turns: [t.response_ids.tolist() for t in turns]  # noqa: E731
+    assert ids(same.turns) == ids(parent.turns)
+    assert (same.outcome, same.terminated, same.truncated) == (
+        parent.outcome,
+        parent.terminated,
+        parent.truncated,
+    )
+    # branches of branches keep the ids unique
+    (grandchild,) = branch(policy, short_pool, [(kids[1], len(kids[1].turns) - 1)], 1, cfg)
+    assert grandchild.node_id == f"{kids[1].node_id}/{len(kids[1].turns) - 1}.0"
+
+
+def test_branch_needs_snapshots(policy, short_pool, monkeypatch):
+    task = short_pool.envs[0].unwrapped.task_ids()[1]
+    cfg = RolloutConfig(max_new_tokens=40)
+    (plain,) = collect(policy, short_pool, [(task, 3)], 1, cfg)
+    with pytest.raises(ValueError, match="snapshots=True"):
+        branch(policy, short_pool, [(plain, 0)], 1, cfg)
+    with pytest.raises(ValueError, match="out of range"):
+        branch(policy, short_pool, [(plain, len(plain.turns))], 1, cfg)
+    monkeypatch.setattr(type(short_pool.envs[0].unwrapped), "supports_snapshot", False)
+    no_snap = EnvPool(SMALL, 1, max_turns=3)
+    (traj,) = collect(policy, no_snap, [(task, 3)], 1, RolloutConfig(snapshots=True))
+    assert all("snapshot" not in turn.extras for turn in traj.turns)
+    with pytest.raises(ValueError, match="does not support snapshot"):
+        branch(policy, no_snap, [(traj, 0)], 1, cfg)

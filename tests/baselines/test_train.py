@@ -123,6 +123,8 @@ def test_a_tiny_run_leaves_a_checkpoint_the_harness_evaluates(tmp_path):
     assert (ckpt / "agentgym_agent.json").exists() and (ckpt / "metrics.csv").exists()
     assert (ckpt / "curve.png").read_bytes()[:4] == b"\x89PNG"
     assert sorted(p.name for p in (ckpt / "steps").iterdir()) == ["step_00001", "step_00002"]
+    assert (ckpt / "sft" / "agentgym_agent.json").exists()  # the warm start alone
+    assert any(p.name.startswith("events.out.tfevents") for p in (ckpt / "tb").iterdir())
     assert "val_success" in (ckpt / "metrics.csv").read_text().splitlines()[0]
     manifest = json.loads((ckpt / "agentgym_agent.json").read_text())
     assert manifest["config"]["train"]["credit"] == "gigpo"
@@ -133,3 +135,122 @@ def test_a_tiny_run_leaves_a_checkpoint_the_harness_evaluates(tmp_path):
     assert evaluated.returncode == 0, evaluated.stderr
     doc = json.loads(results.read_text())
     assert doc["agent"]["checkpoint_sha256"] and all(e["error"] is None for e in doc["episodes"])
+
+
+def _write_hf_model(out, texts):
+    """A tiny random Llama with a BPE tokenizer fitted to the env's text and a chat template,
+    saved the way a Hugging Face model directory is (nothing is downloaded)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=1200,
+        special_tokens=["<pad>", "<eos>", "<bos>", "<|user|>", "<|assistant|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    backend.train_from_iterator(texts, trainer=trainer)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>"
+    )
+    tok.chat_template = (
+        "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<eos>{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=2048,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=2,
+    )
+    tok.save_pretrained(out)
+    LlamaForCausalLM(config).save_pretrained(out)
+    return out
+
+
+def test_a_hugging_face_policy_trains_with_lora_end_to_end(tmp_path):
+    from agentgym.agents import load_agent
+    from agentgym.baselines.train import train
+    from agentgym.harness.evaluate import evaluate
+
+    model = _write_hf_model(tmp_path / "model", collect_env_text(SMALL, episodes=8))
+    cfg = TrainConfig(
+        policy=str(model),
+        lora_r=4,
+        credit="grpo",
+        sft_steps=2,
+        sft_episodes=2,
+        steps=2,
+        tasks_per_step=2,
+        group_size=2,
+        lr=1e-2,
+        eval_every=0,
+        tensorboard=False,
+    )
+    ckpt = train(cfg, tmp_path / "ckpt")
+    rows = (ckpt / "metrics.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["sft", "rl", "rl"]
+    agent = load_agent(str(ckpt))
+    assert type(agent).__name__ == "PolicyAgent"
+    doc = evaluate(str(ckpt), [SMALL], seeds=2, root_seed=0, split="val")
+    assert len(doc["episodes"]) == 2 and all(e["error"] is None for e in doc["episodes"])
+    # the adapters were trained: the checkpoint's log-probs differ from the base model's
+    from agentgym.baselines.policies.hf import HFPolicy
+
+    base, tuned = HFPolicy.from_pretrained(model), HFPolicy.load(ckpt)
+    prompt = [base.encode_prompt("Question: who?")]
+    response = [torch.tensor([*base.tokenizer.encode("search: x"), base.tokenizer.eos_id])]
+    assert not torch.allclose(
+        base.logprobs([torch.tensor(prompt[0])], response)[0],
+        tuned.logprobs([torch.tensor(prompt[0])], response)[0],
+    )
+
+
+@pytest.mark.parametrize(
+    ("layout", "history"), [("concat", 0), ("per-step", 2)], ids=["concat", "history-2"]
+)
+def test_both_layouts_train_and_evaluate_with_the_prompts_they_trained_on(
+    tmp_path, layout, history
+):
+    from agentgym.agents import load_agent
+    from agentgym.agents.checkpoint import read_manifest
+    from agentgym.baselines.train import train
+    from agentgym.harness.evaluate import evaluate
+
+    cfg = TrainConfig(
+        preset="nano",
+        max_len=4096,
+        layout=layout,
+        history=history,
+        sft_steps=3,
+        sft_episodes=2,
+        steps=1,
+        tasks_per_step=1,
+        group_size=2,
+        eval_every=0,
+        tensorboard=False,
+    )
+    ckpt = train(cfg, tmp_path / "ckpt")
+    config = read_manifest(ckpt)["config"]
+    assert (config["layout"], config["history"]) == (layout, history)
+    agent = load_agent(str(ckpt))
+    assert agent.history == (None if layout == "concat" else history)
+    doc = evaluate(str(ckpt), [SMALL], seeds=2, root_seed=0, split="val")
+    assert all(e["error"] is None for e in doc["episodes"])
+
+
+def test_a_bad_layout_is_refused_before_any_work(tmp_path):
+    out = _cli("train", "--out", str(tmp_path / "ckpt"), "--layout", "sideways")
+    assert out.returncode == 2 and "layout" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "ckpt").exists()

@@ -217,12 +217,19 @@ def test_ablate_reports_each_ablation_as_json():
 
 
 def test_quickstart_runs_the_main_job(tmp_path):
-    out = cli("quickstart", "--seeds", "10", cwd=tmp_path)
+    """A small budget of the same pipeline: train, evaluate four agents, compare, submit."""
+    out = cli("quickstart", "--seeds", "6", "--sft-steps", "10", "--rl-steps", "1", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     folder = tmp_path / "agentgym-quickstart"
+    assert (folder / "policy" / "agentgym_agent.json").exists()
+    assert (folder / "policy" / "sft" / "agentgym_agent.json").exists()
     oracle = json.loads((folder / "oracle.json").read_text())
     assert oracle["aggregates"][SMALL]["mean"] == 1.0
-    assert "random" in out.stdout and "heuristic" in out.stdout and "95% CI" in out.stdout
+    trained = json.loads((folder / "sft+grpo.json").read_text())
+    assert trained["agent"]["checkpoint_sha256"] and len(trained["episodes"]) == 6
+    assert "sft+grpo against sft (paired)" in out.stdout and "95% CI" in out.stdout
+    board = out.stdout.split("rank")[-1]  # the leaderboard table comes last
+    assert all(name in board for name in ("sft+grpo", "sft", "oracle", "random"))
     assert (folder / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -1,0 +1,192 @@
+"""Learning on this machine: test-split success against training wall-clock for the tiny
+policy on Search-Menu-Small. One SFT warm start from the oracle's demonstrations, then each
+credit variant from that same checkpoint with the same seed and step budget; every kept
+checkpoint is evaluated greedily on the test split over many seeds through the harness, and
+each variant is compared with grpo (and grpo with SFT alone) through the paired comparison
+of ``agentgym compare``. Evaluation time is never counted as training time.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from agentgym.core.errors import BadInput
+
+ENV_ID = "agentgym/Search-Menu-Small-v0"
+GOAL = {"success": 0.8, "seconds": 15 * 60}
+"""The target: test success of SFT + RL within 15 CPU minutes of training."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What every variant gets."""
+
+    preset: str
+    sft_steps: int
+    sft_episodes: int
+    rl_steps: int
+    checkpoint_every: int
+    tasks_per_step: int
+    group_size: int
+    test_seeds: int
+
+
+FULL = Budget(
+    preset="small",
+    sft_steps=1200,
+    sft_episodes=800,
+    rl_steps=60,
+    checkpoint_every=20,
+    tasks_per_step=4,
+    group_size=8,
+    test_seeds=60,
+)
+QUICK = Budget(
+    preset="nano",
+    sft_steps=20,
+    sft_episodes=10,
+    rl_steps=2,
+    checkpoint_every=1,
+    tasks_per_step=2,
+    group_size=2,
+    test_seeds=4,
+)
+
+
+def run(
+    console: Console, quick: bool = False, variants: tuple[str, ...] = ("grpo", "gigpo")
+) -> dict[str, Any]:
+    """Warm start, the variants, the evaluations, the comparisons; prints two tables."""
+    from agentgym.baselines.credit import compose
+    from agentgym.baselines.train import TrainConfig
+
+    budget = QUICK if quick else FULL
+    variants = tuple(dict.fromkeys(variants))
+    if not variants:
+        raise BadInput("--variants needs at least one credit variant")
+    for name in variants:
+        compose(name, None)  # an unknown name or a clash fails now, not after the warm start
+    base = TrainConfig(
+        env=ENV_ID,
+        preset=budget.preset,
+        sft_steps=budget.sft_steps,
+        sft_episodes=budget.sft_episodes,
+        steps=0,
+        tasks_per_step=budget.tasks_per_step,
+        group_size=budget.group_size,
+        eval_every=0,
+        checkpoint_every=budget.checkpoint_every,
+        tensorboard=False,
+    )
+    work = Path(tempfile.mkdtemp(prefix="agentgym-bench-learning-"))
+    try:
+        return _run(console, budget, base, variants, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(
+    console: Console, budget: Budget, base: Any, variants: tuple[str, ...], work: Path
+) -> dict[str, Any]:
+    from agentgym.baselines.train import train
+    from agentgym.harness.compare import compare
+
+    console.print(f"warm start: {budget.sft_steps} SFT steps ({budget.preset} policy)")
+    train(base, work / "warm")
+    sft_ckpt = work / "warm" / "sft"
+    sft_seconds = _train_seconds(sft_ckpt)
+    rows = [_row("sft", 0, sft_seconds, _evaluate(sft_ckpt, budget))]
+    finals: dict[str, dict[str, Any]] = {"sft": rows[0].pop("doc")}
+    for name in variants:
+        console.print(f"{name}: {budget.rl_steps} RL steps from the warm start")
+        out = work / name
+        cfg = replace(base, credit=name, init=str(sft_ckpt), sft_steps=0, steps=budget.rl_steps)
+        train(cfg, out)
+        for ckpt in sorted((out / "steps").iterdir()):
+            doc = _evaluate(ckpt, budget)
+            step = int(ckpt.name.split("_")[1])
+            row = _row(name, step, sft_seconds + _train_seconds(ckpt), doc)
+            finals[name] = row.pop("doc")
+            rows.append(row)
+    comparisons = {}
+    if "grpo" in finals:
+        comparisons["grpo vs sft"] = _comparison(compare(finals["sft"], finals["grpo"]))
+        for name in variants:
+            if name != "grpo":
+                comparisons[f"{name} vs grpo"] = _comparison(compare(finals["grpo"], finals[name]))
+    _print(console, rows, comparisons, budget)
+    best = max((r for r in rows if r["variant"] != "sft"), key=lambda r: r["mean"], default=None)
+    within = [r for r in rows if r["variant"] != "sft" and r["seconds"] <= GOAL["seconds"]]
+    return {
+        "part": "learning",
+        "env": ENV_ID,
+        "budget": budget.__dict__,
+        "rows": rows,
+        "comparisons": comparisons,
+        "ratios": {
+            "best success / goal": round(best["mean"] / GOAL["success"], 3) if best else None,
+        },
+        "goal": {
+            **GOAL,
+            "met": any(r["mean"] >= GOAL["success"] for r in within),
+        },
+    }
+
+
+def _evaluate(ckpt: Path, budget: Budget) -> dict[str, Any]:
+    from agentgym.harness.evaluate import evaluate
+
+    return evaluate(str(ckpt), [ENV_ID], seeds=budget.test_seeds, root_seed=0, split="test")
+
+
+def _train_seconds(ckpt: Path) -> float:
+    manifest = json.loads((ckpt / "agentgym_agent.json").read_text())
+    return float(manifest["config"]["train_seconds"])
+
+
+def _row(variant: str, step: int, seconds: float, doc: dict[str, Any]) -> dict[str, Any]:
+    agg = doc["aggregates"][ENV_ID]
+    return {
+        "variant": variant,
+        "rl_step": step,
+        "seconds": round(seconds, 1),
+        "n": agg["n"],
+        "mean": agg["mean"],
+        "ci_low": agg["ci_low"],
+        "ci_high": agg["ci_high"],
+        "doc": doc,
+    }
+
+
+def _comparison(doc: dict[str, Any]) -> dict[str, Any]:
+    keys = ("diff", "ci_low", "ci_high", "prob_improvement", "n_pairs", "verdict")
+    return {k: doc[k] for k in keys}
+
+
+def _print(
+    console: Console,
+    rows: list[dict[str, Any]],
+    comparisons: dict[str, dict[str, Any]],
+    budget: Budget,
+) -> None:
+    title = f"{ENV_ID}, test split, {budget.test_seeds} seeds, greedy"
+    table = Table("variant", "RL step", "train s", "success", "95% CI", title=title)
+    for r in rows:
+        ci = f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
+        table.add_row(
+            r["variant"], str(r["rl_step"]), f"{r['seconds']:.0f}", f"{r['mean']:.3f}", ci
+        )
+    console.print(table)
+    if comparisons:
+        paired = Table("comparison (final checkpoints)", "verdict", title="paired, B − A")
+        for name, c in comparisons.items():
+            paired.add_row(name, c["verdict"])
+        console.print(paired)

@@ -1,0 +1,642 @@
+"""Trainer speed: rollout + update throughput (completion tokens per second) of our GRPO step
+against TRL's ``GRPOTrainer``, on the same tiny Hugging Face model and the same single-turn
+task, in alternating runs of one process. The goal (ours at least twice TRL's rate) is
+reported, never asserted.
+
+The model and tokenizer are built offline on the spot (nothing is downloaded): a byte-level
+BPE tokenizer trained on the task text and a randomly initialised 2-layer GPT-2, written
+with ``save_pretrained`` into a temporary directory that both sides load.
+
+The task: prompt ``"Say the word: apple"``; reward 1.0 when the completion contains the
+word, else half the share of the word's distinct letters that occur in it (so groups carry
+a signal even from a random model). Prompts come in a fixed order, the same for both sides.
+
+One step, both sides: ``prompts`` prompts × ``completions`` sampled completions (one batched
+generation of all of them, temperature 1, at most ``max_new_tokens`` tokens), rewards,
+group-normalised advantages (GRPO, per-sequence token mean), one forward + backward of the
+clipped surrogate over all completions, gradient clipping, one AdamW step. No reference
+model (β = 0), one optimisation pass per batch (so the behaviour log-probs of the sampler
+serve as the old log-probs on both sides), no dropout, float32, no gradient checkpointing,
+the same ``torch.set_num_threads`` for both.
+
+* Ours: :class:`~agentgym.baselines.policies.hf.HFPolicy` (``generate``: KV-cached sampling
+  that returns behaviour log-probs), the credit plan ``compose("grpo")``, and the trainer's
+  own :func:`~agentgym.baselines.train.policy_loss` (``logprobs(grad=True)``,
+  :func:`~agentgym.baselines.losses.clipped_surrogate`, ``aggregate``), then
+  ``clip_grad_norm_`` and ``torch.optim.AdamW``.
+* TRL: ``GRPOTrainer`` with ``num_generations=completions``,
+  ``per_device_train_batch_size = prompts × completions``, ``gradient_accumulation_steps=1``
+  (one generation batch = one optimiser step), ``num_iterations=1``, ``beta=0``,
+  ``loss_type="grpo"``, ``optim="adamw_torch"``, constant learning rate, ``use_cpu``,
+  ``bf16=False``, ``gradient_checkpointing=False``, ``disable_dropout``, no shuffling.
+
+Counting: completion tokens actually generated, up to and including EOS. Ours: ``len(ids)``
+of each :class:`~agentgym.baselines.policies.base.GenOut`. TRL: the reward function receives
+``completion_ids`` (TRL's completions cut after the first EOS, EOS kept) and sums their
+lengths; this is exact, unlike the per-step mean ``completions/mean_length``.
+
+Timing: each run is one fresh policy (ours) or one fresh trainer (TRL) doing ``warmup`` steps
+and then ``steps`` timed steps; the clock runs from the end of the last warm-up step to the
+end of the last step (TRL: ``on_step_end`` callbacks, so its whole loop between steps
+counts: data loading, its bookkeeping, its logging hooks). Model loading and trainer
+construction are outside the clock. Runs alternate (ours, TRL, then TRL, ours...) so host
+noise hits both alike, and medians over runs are reported.
+
+Where the time goes (measured on 2 shared CPU cores, one thread, default settings): our step
+is about half generation and half update (forward + backward of the scoring pass), with
+rewards, advantages and AdamW near 1% each; TRL splits the same way (~46% generation). Both
+sides spend ~85% of generation inside the same ``transformers`` forward call, of which only
+~40% is arithmetic (matmuls, attention, GELU) and the rest module and mask/cache overhead of
+a 2-layer model. ``HFPolicy.generate``'s own per-token work (log-softmax, Gumbel noise,
+``.tolist()`` and the loop over rows, the mask ``torch.cat``) is under 10% of it: a variant
+that keeps tokens on the device, preallocates the mask (2-D or additive 4-D) and syncs once
+at the end measured the same (0.24-0.26 s against 0.25 s per 64 × 32-token batch). The
+scoring pass costs ~0.12 s forward + ~0.19 s backward per step. So the ratio stays near
+1.2×: reaching 2× needs less work per token, not less bookkeeping (a lean decode path that
+bypasses the per-module overhead, or a compiled decode step with a static cache; sharing each
+group's prompt prefix in the scoring pass; or keeping the decode's graph for the loss so the
+scoring forward disappears). The tables printed by :func:`run` show the split of each run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from agentgym.core.errors import BadInput
+
+INSTALL_HINT = "bench trainer needs TRL: pip install 'agentgym[bench]'"
+WORDS = (
+    "apple",
+    "river",
+    "stone",
+    "cloud",
+    "green",
+    "tiger",
+    "music",
+    "bread",
+    "light",
+    "ocean",
+    "paper",
+    "house",
+    "chair",
+    "smile",
+    "plant",
+    "train",
+)
+PROMPT = "Say the word: {word}"
+SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>")
+GOAL = 2.0
+"""The throughput ratio ours/TRL we aim for (reported, never asserted)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One benchmark configuration; both sides run exactly these."""
+
+    prompts: int = 8
+    """Prompts (groups) per step."""
+    completions: int = 8
+    """Completions sampled per prompt (the group size)."""
+    max_new_tokens: int = 32
+    """Most tokens per completion, EOS included."""
+    steps: int = 10
+    """Timed optimiser steps per run."""
+    warmup: int = 1
+    """Untimed steps at the start of each run."""
+    alternations: int = 3
+    """Runs of each side, alternating."""
+    lr: float = 1e-5
+    """AdamW learning rate (constant)."""
+    temperature: float = 1.0
+    """Sampling temperature."""
+    clip: float = 0.2
+    """PPO clip epsilon."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping."""
+    n_layer: int = 2
+    """Layers of the random GPT-2."""
+    n_embd: int = 128
+    """Width of the random GPT-2."""
+    n_head: int = 2
+    """Attention heads of the random GPT-2."""
+    threads: int = 1
+    """``torch.set_num_threads`` for both sides (0: torch's default on this host). One thread
+    by default: with two threads on two cores and any busy neighbour process, OpenMP's
+    barriers stall (a 64×128 by 128×384 matmul took 86 µs on one thread and 4.9 ms on two),
+    and the noise buries the comparison."""
+    seed: int = 0
+    """Seed of the model's weights and of each run's sampling."""
+
+
+QUICK = Settings(prompts=2, completions=2, max_new_tokens=8, steps=2, warmup=1, alternations=1)
+
+
+# ------------------------------------------------------------------------------------- task
+
+
+def task_rows(n: int) -> list[dict[str, str]]:
+    """The first ``n`` rows of the task, in the order both sides consume them."""
+    words = [WORDS[i % len(WORDS)] for i in range(n)]
+    return [{"prompt": PROMPT.format(word=w), "word": w} for w in words]
+
+
+def reward(completion: str, word: str) -> float:
+    """1.0 if ``completion`` contains ``word``, else half the share of the word's distinct
+    letters that occur in it."""
+    if word in completion:
+        return 1.0
+    letters = set(word)
+    return 0.5 * len(letters & set(completion)) / len(letters)
+
+
+# ------------------------------------------------------------------------------------ model
+
+
+def build_tokenizer(vocab_size: int = 320) -> Any:
+    """A byte-level BPE tokenizer trained on the task text, as a ``PreTrainedTokenizerFast``
+    with ``<pad>`` = 0, ``<eos>`` = 1, ``<bos>`` = 2 and no post-processor (no special token
+    is added to an encoded prompt, by TRL or by us)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    corpus = [r["prompt"] for r in task_rows(len(WORDS))] * 20 + list(WORDS) * 20
+    backend.train_from_iterator(corpus, trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>"
+    )
+
+
+def build_model_dir(out: Path, settings: Settings = Settings()) -> Path:
+    """Write a random GPT-2 (no dropout) and the task tokenizer into ``out``; returns ``out``.
+
+    Built offline, seeded by ``settings.seed``: the same settings give the same weights.
+    """
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tok = build_tokenizer()
+    assert [tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS] == [0, 1, 2]
+    config = GPT2Config(
+        vocab_size=len(tok),
+        n_embd=settings.n_embd,
+        n_layer=settings.n_layer,
+        n_head=settings.n_head,
+        n_positions=128,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=2,
+    )
+    torch.manual_seed(settings.seed)
+    model = GPT2LMHeadModel(config)
+    model.generation_config.pad_token_id = 0
+    model.generation_config.eos_token_id = 1
+    model.generation_config.bos_token_id = 2
+    out.mkdir(parents=True, exist_ok=True)
+    tok.save_pretrained(out)
+    model.save_pretrained(out)
+    return out
+
+
+# ------------------------------------------------------------------------------------- ours
+
+
+@dataclass
+class RunResult:
+    """One timed run of one side."""
+
+    side: str
+    run: int
+    tokens: int
+    seconds: float
+    steps: int
+    phases: dict[str, float]
+    """seconds per phase over the timed steps (``generate`` and ``other`` for TRL)."""
+    mean_reward: float
+    threads: int = 0
+    """``torch.get_num_threads()`` at the end of the run."""
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def run_ours(model_dir: Path, settings: Settings, run: int) -> RunResult:
+    """``warmup + steps`` steps of our GRPO trainer on a fresh copy of the model."""
+    import torch
+
+    from agentgym.baselines.credit import compose
+    from agentgym.baselines.credit.batch import Batch, StepContext, Trajectory, Turn
+    from agentgym.baselines.policies.hf import HFPolicy
+    from agentgym.baselines.train import TrainConfig, policy_loss
+
+    _threads(settings)
+    torch.manual_seed(settings.seed + run)
+    policy = HFPolicy.from_pretrained(model_dir, value_head=False)
+    cfg = TrainConfig(
+        credit="grpo",
+        policy=str(model_dir),
+        tasks_per_step=settings.prompts,
+        group_size=settings.completions,
+        lr=settings.lr,
+        weight_decay=0.0,
+        clip=settings.clip,
+        kl_coef=0.0,
+        max_grad_norm=settings.max_grad_norm,
+        temperature=settings.temperature,
+        max_new_tokens=settings.max_new_tokens,
+        constant_norm=float(settings.max_new_tokens),
+        seed=settings.seed,
+    )
+    plan = compose(cfg.credit, cfg)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.lr, weight_decay=0.0)
+    total = settings.warmup + settings.steps
+    rows = task_rows(settings.prompts * total)
+    encoded = [policy.tokenizer.encode(r["prompt"]) for r in rows]
+    phases = dict.fromkeys(("generate", "reward+advantages", "forward+backward", "optimizer"), 0.0)
+    tokens, start = 0, 0.0
+    rewards: list[float] = []
+    for step in range(total):
+        if step == settings.warmup:
+            tokens, rewards, phases = 0, [], dict.fromkeys(phases, 0.0)
+            start = time.perf_counter()
+        t0 = time.perf_counter()
+        picked = range(step * settings.prompts, (step + 1) * settings.prompts)
+        prompts = [encoded[i] for i in picked for _ in range(settings.completions)]
+        words = [rows[i]["word"] for i in picked for _ in range(settings.completions)]
+        outs = policy.generate(
+            prompts, max_new_tokens=settings.max_new_tokens, temperature=settings.temperature
+        )
+        t1 = time.perf_counter()
+        batch = Batch(
+            trajectories=[
+                Trajectory(
+                    task_id=word,
+                    group_id=str(j // settings.completions),
+                    turns=[
+                        Turn(
+                            prompt_ids=torch.tensor(p),
+                            response_ids=torch.tensor(o.ids),
+                            terminated=True,
+                            logp_old=torch.tensor(o.logps),
+                        )
+                    ],
+                    outcome=reward(o.text, word),
+                    terminated=True,
+                )
+                for j, (p, o, word) in enumerate(zip(prompts, outs, words, strict=True))
+            ]
+        )
+        ctx = StepContext(config=cfg, policy=policy, ref=None, envs=None, step=step)
+        for hook in ("transform", "score", "advantages", "shape"):
+            plan.run(hook, batch, ctx)
+        t2 = time.perf_counter()
+        loss, _ = policy_loss(batch, policy, None, plan, cfg)
+        for aux, _aux_metrics in plan.run("aux_loss", batch, ctx):
+            loss = loss + aux
+        optimizer.zero_grad()
+        loss.backward()
+        plan.run("grad_hook", batch, ctx)
+        t3 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)
+        optimizer.step()
+        t4 = time.perf_counter()
+        for name, (a, b) in zip(phases, ((t0, t1), (t1, t2), (t2, t3), (t3, t4)), strict=True):
+            phases[name] += b - a
+        tokens += sum(len(o.ids) for o in outs)
+        rewards.extend(t.outcome for t in batch.trajectories)
+    seconds = time.perf_counter() - start
+    return RunResult(
+        "ours",
+        run,
+        tokens,
+        seconds,
+        settings.steps,
+        phases,
+        _mean(rewards),
+        torch.get_num_threads(),
+    )
+
+
+# -------------------------------------------------------------------------------------- TRL
+
+
+def run_trl(model_dir: Path, settings: Settings, run: int, work: Path) -> RunResult:
+    """``warmup + steps`` steps of TRL's ``GRPOTrainer`` on a fresh copy of the model."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    _threads(settings)
+    total = settings.warmup + settings.steps
+    counted: list[int] = []
+    rewards: list[float] = []
+
+    def reward_fn(
+        prompts: list[str], completions: list[str], completion_ids: list[list[int]], **kw: Any
+    ) -> list[float | None]:
+        counted.append(sum(len(ids) for ids in completion_ids))
+        scores = [reward(c, w) for c, w in zip(completions, kw["word"], strict=True)]
+        rewards.extend(scores)
+        out: list[float | None] = list(scores)
+        return out
+
+    reward_fn.__name__ = "say_the_word"
+    clock: list[tuple[float, int, int]] = []  # (time, tokens so far, reward count) at step ends
+
+    class StepClock(TrainerCallback):  # type: ignore[misc]
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            clock.append((time.perf_counter(), sum(counted), len(rewards)))
+
+    args = GRPOConfig(
+        output_dir=str(work / f"trl-{run}"),
+        per_device_train_batch_size=settings.prompts * settings.completions,
+        gradient_accumulation_steps=1,
+        num_generations=settings.completions,
+        max_completion_length=settings.max_new_tokens,
+        temperature=settings.temperature,
+        num_iterations=1,
+        beta=0.0,
+        epsilon=settings.clip,
+        loss_type="grpo",
+        scale_rewards="group",
+        learning_rate=settings.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        optim="adamw_torch",
+        max_grad_norm=settings.max_grad_norm,
+        max_steps=total,
+        logging_steps=10**9,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        disable_dropout=True,
+        shuffle_dataset=False,
+        seed=settings.seed + run,
+    )
+    torch.manual_seed(settings.seed + run)
+    model = AutoModelForCausalLM.from_pretrained(
+        str(model_dir), dtype=torch.float32, local_files_only=True
+    )
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+    dataset = Dataset.from_list(task_rows(settings.prompts * total))
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward_fn,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[StepClock()],
+    )
+    for cb in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(cb)
+    gen_time: list[float] = []  # per step: seconds inside TRL's generation
+    generate = trainer._generate_single_turn
+
+    def timed_generate(*a: Any, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return generate(*a, **kw)
+        finally:
+            gen_time.append(time.perf_counter() - t0)
+
+    setattr(trainer, "_generate_single_turn", timed_generate)  # noqa: B010
+    _threads(settings)
+    trainer.train()
+    if len(clock) != total or len(gen_time) != total:
+        raise RuntimeError(f"TRL ran {len(clock)} steps ({len(gen_time)} generations), not {total}")
+    (t_start, tok_start, r_start), (t_end, tok_end, _) = clock[settings.warmup - 1], clock[-1]
+    seconds = t_end - t_start
+    gen = sum(gen_time[settings.warmup :])
+    phases = {"generate": gen, "other": seconds - gen}
+    return RunResult(
+        "trl",
+        run,
+        tok_end - tok_start,
+        seconds,
+        settings.steps,
+        phases,
+        _mean(rewards[r_start:]),
+        torch.get_num_threads(),
+    )
+
+
+# ------------------------------------------------------------------------------------- run
+
+
+def _threads(settings: Settings) -> None:
+    import torch
+
+    if settings.threads > 0:
+        torch.set_num_threads(settings.threads)
+
+
+def _mean(xs: list[float]) -> float:
+    return float(statistics.fmean(xs)) if xs else 0.0
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence TRL/transformers warnings, progress bars and prints while runs go on."""
+    import datasets
+    from transformers.utils import logging as hf_logging
+
+    loggers = [logging.getLogger(n) for n in ("transformers", "trl", "accelerate", "datasets")]
+    levels = [lg.level for lg in loggers]
+    bars = hf_logging.is_progress_bar_enabled(), datasets.is_progress_bar_enabled()
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    hf_logging.disable_progress_bar()
+    datasets.disable_progress_bar()
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+        if bars[0]:
+            hf_logging.enable_progress_bar()
+        if bars[1]:
+            datasets.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def _restore_threads(threads: int) -> Iterator[None]:
+    import torch
+
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _require_trl() -> None:
+    try:
+        import datasets  # noqa: F401
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+        import trl  # noqa: F401
+    except ImportError as e:
+        raise BadInput(INSTALL_HINT) from e
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process so far, in MiB."""
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb / 1024 if sys.platform != "darwin" else kb / 2**20
+
+
+def measure(settings: Settings) -> list[RunResult]:
+    """All runs, alternating sides (ours first in even alternations, TRL first in odd)."""
+    import torch
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    results: list[RunResult] = []
+    threads = torch.get_num_threads()
+    with (
+        tempfile.TemporaryDirectory(prefix="agentgym-bench-trainer-") as tmp,
+        _quiet(),
+        _restore_threads(threads),
+    ):
+        work = Path(tmp)
+        model_dir = build_model_dir(work / "model", settings)
+        for run in range(settings.alternations):
+            order = ("ours", "trl") if run % 2 == 0 else ("trl", "ours")
+            for side in order:
+                if side == "ours":
+                    results.append(run_ours(model_dir, settings, run))
+                else:
+                    results.append(run_trl(model_dir, settings, run, work))
+    return results
+
+
+def run(console: Console, quick: bool = False, settings: Settings | None = None) -> dict[str, Any]:
+    """Measure both trainers (``quick``: a smoke run) and print the table."""
+    _require_trl()
+    import torch
+    import trl
+
+    settings = settings or (QUICK if quick else Settings())
+    if settings.warmup < 1 or settings.steps < 1 or settings.alternations < 1:
+        raise BadInput("bench trainer needs warmup, steps and alternations of at least 1")
+    if settings.threads <= 0:
+        settings = replace(settings, threads=torch.get_num_threads())
+    results = measure(settings)
+    rows: list[dict[str, Any]] = []
+    for r in results:
+        rows.append(
+            {
+                "side": r.side,
+                "run": r.run,
+                "steps": r.steps,
+                "completion_tokens": r.tokens,
+                "seconds": round(r.seconds, 4),
+                "tokens_per_s": round(r.tokens_per_s, 1),
+                "steps_per_s": round(r.steps / r.seconds, 3) if r.seconds > 0 else 0.0,
+                "mean_reward": round(r.mean_reward, 4),
+                "threads": r.threads,
+                "phase_s": {k: round(v, 4) for k, v in r.phases.items()},
+            }
+        )
+    medians = {
+        side: statistics.median(r.tokens_per_s for r in results if r.side == side)
+        for side in ("ours", "trl")
+    }
+    ratio = medians["ours"] / medians["trl"]  # every completion has a token: both > 0
+    ratios = {"ours/trl tokens_per_s": round(ratio, 2)}
+    shares = {side: _shares([r for r in results if r.side == side]) for side in ("ours", "trl")}
+    doc: dict[str, Any] = {
+        "part": "trainer",
+        "rows": rows,
+        "ratios": ratios,
+        "medians_tokens_per_s": {k: round(v, 1) for k, v in medians.items()},
+        "phase_shares": shares,
+        "goal": {"ours/trl tokens_per_s": GOAL, "met": ratio >= GOAL},
+        "settings": asdict(settings),
+        "versions": {"torch": torch.__version__, "trl": trl.__version__},
+        "counting": "completion tokens up to and including EOS; ours: len(GenOut.ids); TRL: "
+        "lengths of the completion_ids its reward function receives",
+        "peak_rss_mib": round(peak_rss_mib(), 1),
+    }
+    _print(console, doc)
+    return doc
+
+
+def _shares(results: list[RunResult]) -> dict[str, float]:
+    """Share of the timed seconds spent in each phase, summed over runs."""
+    total = sum(r.seconds for r in results)
+    names = list(results[0].phases) if results else []
+    return {n: round(sum(r.phases[n] for r in results) / total, 3) for n in names if total > 0}
+
+
+def _print(console: Console, doc: dict[str, Any]) -> None:
+    s = doc["settings"]
+    title = (
+        f"trainer: {s['prompts']} prompts × {s['completions']} completions × ≤"
+        f"{s['max_new_tokens']} tokens per step, {s['steps']} timed steps per run after "
+        f"{s['warmup']} warm-up, GPT-2 {s['n_layer']}×{s['n_embd']}, {s['threads']} thread(s)"
+    )
+    table = Table(
+        "side", "run", "tokens", "seconds", "tokens/s", "steps/s", "generate", title=title
+    )
+    for r in doc["rows"]:
+        gen = r["phase_s"]["generate"] / r["seconds"] if r["seconds"] > 0 else 0.0
+        table.add_row(
+            r["side"],
+            str(r["run"]),
+            f"{r['completion_tokens']:,}",
+            f"{r['seconds']:.2f}",
+            f"{r['tokens_per_s']:,.0f}",
+            f"{r['steps_per_s']:.2f}",
+            f"{gen:.0%}",
+        )
+    for side, median in doc["medians_tokens_per_s"].items():
+        gen = doc["phase_shares"][side].get("generate", 0.0)
+        table.add_row(side, "median", "", "", f"{median:,.0f}", "", f"{gen:.0%}")
+    ratio = doc["ratios"]["ours/trl tokens_per_s"]
+    table.add_row("ours/TRL", "", "", "", f"{ratio:.2f}x", "", f"goal ≥ {GOAL:g}x")
+    console.print(table)
+    phases = Table("side", "phase", "share of timed seconds", title="where the time goes")
+    for side, shares in doc["phase_shares"].items():
+        for name, share in shares.items():
+            phases.add_row(side, name, f"{share:.1%}")
+    console.print(phases)
+    console.print(
+        f"tokens: {doc['counting']}; peak RSS of this process: {doc['peak_rss_mib']:,.0f} MiB"
+    )

@@ -1,0 +1,239 @@
+"""Sample layouts: history prompts, concat rollouts scored with one sequence per rollout."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from agentgym.baselines.credit.batch import Batch
+from agentgym.baselines.layout import (
+    History,
+    concat_sequence,
+    context_limit,
+    history_prompt,
+    observation_ids,
+    turn_logprobs,
+    turn_values,
+)
+from agentgym.baselines.policies.agent import PolicyAgent, prompt_ids
+from agentgym.baselines.policies.tiny import TinyPolicy
+from agentgym.baselines.policies.tokenizer import collect_env_text, train_tokenizer
+from agentgym.baselines.rollout import EnvPool, RolloutConfig, collect
+
+SMALL = "agentgym/Search-Menu-Small-v0"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The models are tiny: one intra-op thread is fastest, also on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def policy():
+    torch.manual_seed(0)
+    tokenizer = train_tokenizer(collect_env_text(SMALL, episodes=10), vocab_size=600)
+    return TinyPolicy.from_preset("nano", tokenizer, max_len=4096)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return EnvPool(SMALL, 4, max_turns=5)
+
+
+@pytest.fixture(scope="module")
+def tasks(pool):
+    return [(pool.envs[0].unwrapped.task_ids()[i], 100 + i) for i in range(2)]
+
+
+@pytest.fixture(scope="module")
+def concat_trajs(policy, pool, tasks):
+    cfg = RolloutConfig(layout="concat", constrained=False, max_new_tokens=12, snapshots=True)
+    return collect(policy, pool, tasks, 2, cfg, gumbel_keys=[1, 2, 3, 4])
+
+
+class _Counting:
+    """Forwards to a policy and records (rows, tokens) of every scoring call."""
+
+    def __init__(self, policy):
+        self.policy, self.config, self.calls = policy, policy.config, []
+
+    def logprobs(self, prompts, responses, *, grad=False):
+        tokens = sum(len(p) + len(r) for p, r in zip(prompts, responses, strict=True))
+        self.calls.append((len(prompts), tokens))
+        return self.policy.logprobs(prompts, responses, grad=grad)
+
+
+def test_history_prompts_window_and_encoding(policy):
+    tok = policy.tokenizer
+    obs = ["first page", "second page", "third page"]
+    acts = [[*tok.encode("search: a"), tok.eos_id], [*tok.encode("read: b"), tok.eos_id]]
+    assert history_prompt(policy, obs[:1], [], 0) == prompt_ids(policy, obs[0])
+    assert history_prompt(policy, obs, acts, 0) == prompt_ids(policy, obs[2])
+    later = [tok.encode("\n" + o) for o in obs]
+    assert history_prompt(policy, obs, acts, 1) == [
+        *prompt_ids(policy, obs[1]),
+        *acts[1],
+        *later[2],
+    ]
+    whole = [*prompt_ids(policy, obs[0]), *acts[0], *later[1], *acts[1], *later[2]]
+    assert history_prompt(policy, obs, acts, None) == whole == history_prompt(policy, obs, acts, 5)
+    assert observation_ids(policy, obs[1], first=False) == later[1]
+    history = History(policy, obs[:1])  # incremental building gives the same prompts
+    for k in range(1, 3):
+        history.act(torch.tensor(acts[k - 1]))
+        history.observe(obs[k])
+    assert history.prompt(None) == whole
+    with pytest.raises(ValueError, match="one more observation"):
+        history_prompt(policy, obs, acts[:1], 0)
+    assert context_limit(policy) == 4096
+
+
+def test_config_validates_layouts():
+    with pytest.raises(ValueError, match="layout"):
+        RolloutConfig(layout="tree")
+    with pytest.raises(ValueError, match="per-step"):
+        RolloutConfig(layout="concat", history=2)
+    assert RolloutConfig().window == 0 and RolloutConfig(layout="concat").window is None
+
+
+def test_per_step_history_prompts(policy, pool, tasks):
+    cfg = RolloutConfig(history=2, max_new_tokens=24, snapshots=True)
+    trajs = collect(policy, pool, tasks[:1], 2, cfg, gumbel_keys=[3, 4])
+    assert all(t.extras["layout"] == "per-step" and t.extras["history"] == 2 for t in trajs)
+    for traj in trajs:
+        obs = [turn.extras["observation"] for turn in traj.turns]
+        acts = [turn.response_ids for turn in traj.turns]
+        assert traj.turns[0].prompt_ids.tolist() == prompt_ids(policy, obs[0])
+        for k, turn in enumerate(traj.turns):
+            want = history_prompt(policy, obs[: k + 1], acts[:k], 2)
+            assert turn.prompt_ids.tolist() == want
+        assert len(traj.turns) >= 4  # the window really slides past the first observation
+        assert traj.turns[3].prompt_ids.tolist()[: len(prompt_ids(policy, obs[1]))] == (
+            prompt_ids(policy, obs[1])
+        )
+
+
+def test_concat_turns_extend_the_previous_turn(policy, concat_trajs):
+    for traj in concat_trajs:
+        assert traj.extras["layout"] == "concat" and len(traj.turns) > 1
+        first = traj.turns[0]
+        assert first.prompt_ids.tolist() == prompt_ids(policy, first.extras["observation"])
+        for prev, turn in zip(traj.turns, traj.turns[1:], strict=False):
+            obs = observation_ids(policy, turn.extras["observation"], first=False)
+            want = [*prev.prompt_ids.tolist(), *prev.response_ids.tolist(), *obs]
+            assert turn.prompt_ids.tolist() == want
+
+
+def test_concat_logprobs_match_per_turn_scoring_and_behaviour(policy, concat_trajs):
+    batch = Batch(trajectories=concat_trajs)
+    keys = batch.keys()
+    counting = _Counting(policy)
+    got = turn_logprobs(counting, batch, keys, grad=True)
+    per_turn = policy.logprobs(
+        [batch.turn(k).prompt_ids for k in keys], [batch.turn(k).response_ids for k in keys]
+    )
+    assert got[0].requires_grad
+    for key, lp, ref in zip(keys, got, per_turn, strict=True):
+        assert lp.shape == batch.turn(key).response_ids.shape
+        torch.testing.assert_close(lp.detach(), ref, atol=1e-5, rtol=0)
+        torch.testing.assert_close(lp.detach(), batch.turn(key).logp_old, atol=1e-5, rtol=0)
+    # one sequence per rollout, and far fewer tokens than one sequence per turn
+    assert counting.calls and [rows for rows, _ in counting.calls] == [len(concat_trajs)]
+    per_turn_tokens = sum(
+        len(batch.turn(k).prompt_ids) + len(batch.turn(k).response_ids) for k in keys
+    )
+    assert counting.calls[0][1] < per_turn_tokens / 2
+    values = turn_values(policy, batch, keys[:3], grad=False)
+    ref_values = policy.values(
+        [batch.turn(k).prompt_ids for k in keys[:3]], [batch.turn(k).response_ids for k in keys[:3]]
+    )
+    for v, r in zip(values, ref_values, strict=True):
+        torch.testing.assert_close(v, r, atol=1e-5, rtol=0)
+
+
+def test_concat_logprobs_on_a_subset_and_fallbacks(policy, concat_trajs):
+    batch = Batch(trajectories=list(concat_trajs))
+    keys = [(0, 3), (0, 1), (1, 2), (2, 0), (0, 2)]  # any order, gaps, a single turn
+    counting = _Counting(policy)
+    got = turn_logprobs(counting, batch, keys, grad=False)
+    ref = policy.logprobs(
+        [batch.turn(k).prompt_ids for k in keys], [batch.turn(k).response_ids for k in keys]
+    )
+    for lp, r in zip(got, ref, strict=True):
+        torch.testing.assert_close(lp, r, atol=1e-5, rtol=0)
+    assert counting.calls[0][0] == 3
+    assert concat_sequence(concat_trajs[0], [1, 3])[1] == len(concat_trajs[0].turns[1].prompt_ids)
+
+    # an edited turn breaks the prefix property: that rollout falls back to per-turn rows
+    edited = dataclasses.replace(concat_trajs[0], turns=list(concat_trajs[0].turns))
+    turn = edited.turns[1]
+    edited.turns[1] = dataclasses.replace(turn, response_ids=turn.response_ids.flip(0))
+    batch = Batch(trajectories=[edited, concat_trajs[1]])
+    keys = batch.keys()
+    counting = _Counting(policy)
+    got = turn_logprobs(counting, batch, keys, grad=False)
+    assert concat_sequence(edited, range(len(edited.turns))) is None
+    assert counting.calls[0][0] == len(edited.turns) + 1
+    ref = policy.logprobs(
+        [batch.turn(k).prompt_ids for k in keys], [batch.turn(k).response_ids for k in keys]
+    )
+    for lp, r in zip(got, ref, strict=True):
+        torch.testing.assert_close(lp, r, atol=1e-5, rtol=0)
+    assert turn_logprobs(policy, batch, [], grad=False) == []
+
+
+def test_per_step_batches_use_the_plain_call(policy, pool, tasks):
+    trajs = collect(policy, pool, tasks[:1], 2, RolloutConfig(max_new_tokens=24))
+    batch = Batch(trajectories=trajs)
+    keys = batch.keys()
+    counting = _Counting(policy)
+    got = turn_logprobs(counting, batch, keys, grad=False)
+    ref = policy.logprobs(
+        [batch.turn(k).prompt_ids for k in keys], [batch.turn(k).response_ids for k in keys]
+    )
+    assert counting.calls == [(len(keys), counting.calls[0][1])]
+    for lp, r in zip(got, ref, strict=True):
+        assert torch.equal(lp, r)
+
+
+def test_concat_refuses_histories_beyond_the_context(policy, pool, tasks):
+    short = TinyPolicy.from_preset("nano", policy.tokenizer, max_len=300)
+    cfg = RolloutConfig(layout="concat", constrained=False, max_new_tokens=12)
+    with pytest.raises(ValueError, match=r"context limit of 300 .*per-step"):
+        collect(short, pool, tasks[:1], 1, cfg)
+
+
+def test_concat_rollouts_replay_under_gumbel_keys(policy, pool, tasks, concat_trajs):
+    cfg = RolloutConfig(layout="concat", constrained=False, max_new_tokens=12)
+    again = collect(policy, pool, tasks, 2, cfg, gumbel_keys=[1, 2, 3, 4])
+    ids = lambda trajs: [[t.prompt_ids.tolist() for t in tr.turns] for tr in trajs]  # noqa: E731
+    assert ids(again) == ids(concat_trajs)
+
+
+@pytest.mark.parametrize(("layout", "history"), [("concat", 0), ("per-step", 2)])
+def test_policy_agent_sees_the_rollout_prompts(policy, pool, tasks, layout, history):
+    cfg = RolloutConfig(layout=layout, history=history, greedy=True, max_new_tokens=24)
+    (traj,) = collect(policy, pool, tasks[:1], 1, cfg)
+    agent = PolicyAgent(policy, greedy=True, history=None if layout == "concat" else history)
+    seen = []
+    generate = policy.generate
+
+    def spy(prompts, **kwargs):
+        seen.extend(prompts)
+        return generate(prompts, **kwargs)
+
+    env = pool.envs[0]
+    task, seed = tasks[0]
+    agent.reset(SMALL, seed)
+    obs, info = env.reset(seed=seed, options={"task_id": task})
+    policy.generate = spy
+    try:
+        for _ in traj.turns:
+            obs, _, _, _, info = env.step(agent.act(obs, info))
+    finally:
+        del policy.generate
+    assert seen == [turn.prompt_ids.tolist() for turn in traj.turns]
