@@ -384,14 +384,14 @@ def verify(
 
 @app.command()
 def quickstart(
-    seeds: Annotated[int, typer.Option(help="Test-split episodes per agent.")] = 60,
+    seeds: Annotated[int, typer.Option(help="Test-split episodes per agent.")] = 100,
     out_dir: Annotated[
         Path, typer.Option(help="Where the checkpoint, results and plot go.")
     ] = Path("agentgym-quickstart"),
     sft_steps: Annotated[
         int, typer.Option(help="Warm-start steps on oracle demonstrations.")
-    ] = 800,
-    rl_steps: Annotated[int, typer.Option(help="GRPO steps after the warm start.")] = 30,
+    ] = 500,
+    rl_steps: Annotated[int, typer.Option(help="GRPO steps after the warm start.")] = 20,
 ) -> None:
     """The main job end to end on a small default: train the tiny policy on Search-Menu-Small
     (SFT on oracle demonstrations, then GRPO), evaluate SFT alone, SFT + GRPO, the oracle and a
@@ -408,10 +408,10 @@ def quickstart(
     cfg = TrainConfig(
         env=env_id,
         credit="grpo",
-        preset="nano",
+        preset="micro",
         sft_steps=sft_steps,
         sft_lr=3e-3,
-        sft_episodes=400,
+        sft_episodes=1000,
         steps=rl_steps,
         tasks_per_step=4,
         group_size=8,

@@ -160,7 +160,7 @@ def turn_logprobs(policy: Any, batch: Batch, keys: Sequence[Key], *, grad: bool)
     trajectory falls back to per-turn rows when the prefix property does not hold for a
     selected turn (an edited rollout) or the sequence exceeds :func:`context_limit`.
     """
-    return _score_turns(policy.logprobs, policy, batch, keys, grad=grad)
+    return _score_turns(policy.logprobs, policy, batch, keys, grad=grad, masked=True)
 
 
 def turn_values(policy: Any, batch: Batch, keys: Sequence[Key], *, grad: bool) -> list[Tensor]:
@@ -170,8 +170,16 @@ def turn_values(policy: Any, batch: Batch, keys: Sequence[Key], *, grad: bool) -
 
 
 def _score_turns(
-    score: Scorer, policy: Any, batch: Batch, keys: Sequence[Key], *, grad: bool
+    score: Scorer,
+    policy: Any,
+    batch: Batch,
+    keys: Sequence[Key],
+    *,
+    grad: bool,
+    masked: bool = False,
 ) -> list[Tensor]:
+    """Score the turns at ``keys`` (see :func:`turn_logprobs`); ``masked``: pass each
+    turn's ``allowed_tokens`` so log-probs are those of the distribution decoding sampled."""
     limit = context_limit(policy)
     by_traj: dict[int, list[int]] = {}
     for k_i, k_turn in keys:
@@ -184,6 +192,7 @@ def _score_turns(
 
     prompts: list[Tensor] = []
     responses: list[Tensor] = []
+    allowed: list[list[list[int] | None]] = []  # per row, per response position
     row_of: dict[int, int] = {}  # concat trajectory -> its row
     spans: list[tuple[int, int, int]] = []  # per key: (row, start, length)
     for key in keys:
@@ -191,20 +200,30 @@ def _score_turns(
         turn = batch.turn(key)
         length = len(turn.response_ids)
         seq = concat.get(i)
+        mask: list[list[int] | None] = (
+            [None] * length if turn.allowed_tokens is None else list(turn.allowed_tokens)
+        )
         if seq is None:
             spans.append((len(prompts), 0, length))
             prompts.append(turn.prompt_ids)
             responses.append(turn.response_ids)
+            allowed.append(mask)
             continue
         full, split = seq
         if i not in row_of:
             row_of[i] = len(prompts)
             prompts.append(full[:split])
             responses.append(full[split:])
-        spans.append((row_of[i], len(turn.prompt_ids) - split, length))
+            allowed.append([None] * (len(full) - split))  # observation tokens: unmasked
+        start = len(turn.prompt_ids) - split
+        allowed[row_of[i]][start : start + length] = mask
+        spans.append((row_of[i], start, length))
     if not prompts:
         return []
-    scored = score(prompts, responses, grad=grad)
+    if masked and any(a is not None for row in allowed for a in row):
+        scored = score(prompts, responses, grad=grad, allowed_tokens=allowed)
+    else:
+        scored = score(prompts, responses, grad=grad)
     return [scored[row][start : start + length] for row, start, length in spans]
 
 

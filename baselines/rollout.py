@@ -26,7 +26,11 @@ import torch
 from agentgym.baselines.credit.batch import Trajectory, Turn
 from agentgym.baselines.layout import LAYOUTS, History, context_limit
 from agentgym.baselines.policies.base import Policy
-from agentgym.baselines.policies.constrained import decoded_action, encode_actions
+from agentgym.baselines.policies.constrained import (
+    allowed_tokens,
+    decoded_action,
+    encode_actions,
+)
 from agentgym.registry import make
 
 
@@ -310,6 +314,9 @@ def _turn(policy: Policy, cfg: RolloutConfig, active: list[_Slot], snapshots: bo
                 state_key=state_key,
                 info=info,
                 logp_old=torch.tensor(out.logps, dtype=torch.float32),
+                allowed_tokens=None
+                if choice is None
+                else allowed_tokens(out.ids, choice, policy.tokenizer.eos_id),
                 extras=extras,
             )
         )

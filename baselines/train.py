@@ -45,7 +45,7 @@ class TrainConfig:
     """Start from this checkpoint directory (an earlier run's OUT or OUT/sft) instead of a
     fresh policy; --policy and --preset are then ignored."""
     preset: str = "small"
-    """Size of the tiny policy: nano, small or base."""
+    """Size of the tiny policy: nano, micro, small or base."""
     max_len: int = 1024
     """Context of the tiny policy in tokens (the concat layout needs room for a whole episode)."""
     lora_r: int = 0

@@ -51,6 +51,9 @@ class Turn:
     policy_mask: Tensor | None = None
     """[L] 1 where the policy generated the token, 0 for env/observation/probe tokens spliced
     into the response (concatenated layout); None means every response token is a policy token."""
+    allowed_tokens: list[list[int]] | None = None
+    """per response token, the token ids constrained decoding allowed there (None: decoding
+    was free); the trainer scores log-probs under that masked distribution."""
     segment_tags: list[str] | None = None
     """one tag per response token (think, tool_call, summary, ...), or None."""
     extras: dict[str, Any] = field(default_factory=dict)

@@ -81,6 +81,7 @@ class Policy(Protocol):
         responses: list[torch.Tensor],
         *,
         grad: bool = False,
+        allowed_tokens: Sequence[Sequence[Sequence[int] | None] | None] | None = None,
     ) -> list[torch.Tensor]:
         """Per-token ``log p(response_t | prompt, response_<t)``, batched with padding.
 
@@ -88,6 +89,10 @@ class Policy(Protocol):
             prompts: ``B`` 1-D long tensors.
             responses: ``B`` 1-D long tensors.
             grad: keep the autograd graph.
+            allowed_tokens: per row, per response position, the token ids constrained
+                decoding allowed there (None: any). The log-probs are then those of the
+                masked distribution the decoder sampled from, so that the PPO ratio compares
+                like with like (Huang & Ontañón 2020, arXiv 2006.14171).
 
         Returns:
             ``B`` float tensors, the ``i``-th of shape ``[len(responses[i])]``.

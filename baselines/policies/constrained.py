@@ -121,6 +121,61 @@ def allowed_mask(
     return mask.to(device)
 
 
+AllowedTokens = Sequence[Sequence[int] | None]
+"""Per response position, the token ids constrained decoding allowed there (None: any)."""
+
+
+def allowed_tokens(
+    response: Sequence[int], sequences: Iterable[Sequence[int]], eos_id: int
+) -> list[list[int]]:
+    """The tokens the trie of ``sequences`` allowed at each position of ``response``: what
+    the decoder's mask was while it generated ``response`` (so that training can score the
+    distribution actually sampled).
+
+    Raises:
+        KeyError: ``response`` leaves the trie.
+    """
+    trie = TokenTrie(sequences, eos_id)
+    node, out = trie.root, []
+    for t in response:
+        out.append(trie.choices(node))
+        node = trie.advance(node, t)
+    return out
+
+
+def masked_logprobs(
+    logits: torch.Tensor, targets: torch.Tensor, allowed: Sequence[Sequence[int] | None] | None
+) -> torch.Tensor:
+    """``log softmax(logits)[target]``, renormalised over the allowed ids where a position
+    lists them (the masked distribution constrained decoding samples from).
+
+    Args:
+        logits: ``[N, V]``.
+        targets: ``[N]`` token ids.
+        allowed: ``N`` lists of allowed ids (or None for an unconstrained position), or None.
+
+    Returns:
+        ``[N]`` float32 log-probs (differentiable).
+    """
+    lf = logits.float()
+    picked = lf.gather(-1, targets[:, None]).squeeze(-1)
+    norm = torch.logsumexp(lf, dim=-1)
+    lists = {i: list(a) for i, a in enumerate(allowed or ()) if a is not None}
+    rows = list(lists)
+    if rows:
+        width = max(len(a) for a in lists.values())
+        ids = torch.zeros(len(rows), width, dtype=torch.long)
+        valid = torch.zeros(len(rows), width, dtype=torch.bool)
+        for j, i in enumerate(rows):
+            row = lists[i]
+            ids[j, : len(row)] = torch.tensor(row, dtype=torch.long)
+            valid[j, : len(row)] = True
+        index = torch.tensor(rows, dtype=torch.long, device=lf.device)
+        sub = lf[index].gather(-1, ids.to(lf.device)).masked_fill(~valid.to(lf.device), -torch.inf)
+        norm = norm.index_put((index,), torch.logsumexp(sub, dim=-1))
+    return picked - norm
+
+
 def encode_actions(tokenizer: Any, admissible: Iterable[Any]) -> dict[tuple[int, ...], str]:
     """Token sequence → action text for the actions an env lists (the first text wins if two
     encode alike); its keys are the ``allowed`` sequences of constrained decoding."""

@@ -50,7 +50,13 @@ from transformers import (
 )
 
 from agentgym.baselines.policies.base import AllowedSequences, GenOut
-from agentgym.baselines.policies.constrained import Node, TokenTrie, allowed_mask
+from agentgym.baselines.policies.constrained import (
+    AllowedTokens,
+    Node,
+    TokenTrie,
+    allowed_mask,
+    masked_logprobs,
+)
 
 __all__ = [
     "ADAPTER_CONFIG_FILE",
@@ -737,20 +743,25 @@ class HFPolicy:
         responses: Sequence[torch.Tensor | Sequence[int]],
         *,
         grad: bool = False,
+        allowed_tokens: Sequence[AllowedTokens | None] | None = None,
     ) -> list[torch.Tensor]:
         """Log-probability of every response token given its prompt and the tokens before it.
 
-        One padded forward pass over the batch, at temperature 1, with no constraint.
+        One padded forward pass over the batch, at temperature 1.
 
         Args:
             prompts: token ids per row (non-empty).
             responses: token ids per row (may be empty).
             grad: keep the autograd graph (for a loss); otherwise run under ``no_grad``.
+            allowed_tokens: per row, per response position, the token ids constrained
+                decoding allowed (None: any); the log-probs are then renormalised over them.
 
         Returns:
             Per row, a float32 tensor ``[len(response)]`` on ``device``.
         """
-        return self._score(prompts, responses, grad=grad, want_values=False)[0]
+        return self._score(
+            prompts, responses, grad=grad, want_values=False, allowed_tokens=allowed_tokens
+        )[0]
 
     def values(
         self,
@@ -796,6 +807,7 @@ class HFPolicy:
         grad: bool,
         want_values: bool,
         want_logps: bool = True,
+        allowed_tokens: Sequence[AllowedTokens | None] | None = None,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         if len(prompts) != len(responses):
             raise ValueError(f"got {len(prompts)} prompts but {len(responses)} responses")
@@ -832,9 +844,16 @@ class HFPolicy:
             logits, hidden, _ = self._forward(ids, mask, pos, keep=width_r, want_hidden=want_values)
             lps: list[torch.Tensor] = []
             if want_logps:
-                lf = logits.float()
-                tok_logits = lf.gather(-1, targets[..., None]).squeeze(-1)
-                logp = tok_logits - torch.logsumexp(lf, dim=-1)
+                flat: list[Sequence[int] | None] | None = None
+                if allowed_tokens is not None:
+                    flat = []
+                    for row, r in zip(allowed_tokens, r_rows, strict=True):
+                        flat.extend([None] * len(r) if row is None else list(row))
+                        flat.extend([None] * (width_r - len(r)))
+                v_size = logits.shape[-1]
+                logp = masked_logprobs(
+                    logits.reshape(-1, v_size), targets.reshape(-1), flat
+                ).reshape(n, width_r)
                 lps = [logp[i, : len(r)] for i, r in enumerate(r_rows)]
             vals: list[torch.Tensor] = []
             if want_values:

@@ -26,7 +26,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from agentgym.baselines.policies.base import AllowedSequences, GenOut
-from agentgym.baselines.policies.constrained import Node, TokenTrie, allowed_mask
+from agentgym.baselines.policies.constrained import (
+    AllowedTokens,
+    Node,
+    TokenTrie,
+    allowed_mask,
+    masked_logprobs,
+)
 from agentgym.baselines.policies.tokenizer import TOKENIZER_FILE, Tokenizer
 
 WEIGHTS_FILE = "model.safetensors"
@@ -51,8 +57,9 @@ class TinyConfig:
 
     @classmethod
     def preset(cls, name: str, vocab_size: int = 2000, **overrides: Any) -> TinyConfig:
-        """A named size: ``nano`` (~0.2M parameters at 2,000 tokens), ``small`` (~2M) or
-        ``base`` (~8M); ``overrides`` replace single fields."""
+        """A named size: ``nano`` (~0.2M parameters at 2,000 tokens), ``micro`` (~0.4M; four
+        layers, enough depth for menu look-ups, still a few CPU minutes to warm up), ``small``
+        (~2M) or ``base`` (~8M); ``overrides`` replace single fields."""
         if name not in PRESETS:
             raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
         return cls(vocab_size=vocab_size, **{**PRESETS[name], **overrides})
@@ -64,6 +71,7 @@ class TinyConfig:
 
 PRESETS: dict[str, dict[str, int]] = {
     "nano": {"n_layer": 2, "n_head": 2, "n_embd": 48, "max_len": 1024},
+    "micro": {"n_layer": 4, "n_head": 4, "n_embd": 64, "max_len": 1024},
     "small": {"n_layer": 5, "n_head": 5, "n_embd": 160, "max_len": 1024},
     "base": {"n_layer": 9, "n_head": 8, "n_embd": 256, "max_len": 1024},
 }
@@ -356,6 +364,7 @@ class TinyPolicy(nn.Module):
         responses: list[torch.Tensor],
         *,
         grad: bool = False,
+        allowed_tokens: Sequence[AllowedTokens | None] | None = None,
     ) -> list[torch.Tensor]:
         """Per-token ``log p(response_t | prompt, response_<t)`` at temperature 1.
 
@@ -363,11 +372,16 @@ class TinyPolicy(nn.Module):
             prompts: ``B`` 1-D long tensors (left-truncated to fit ``max_len``).
             responses: ``B`` 1-D long tensors.
             grad: keep the autograd graph.
+            allowed_tokens: per row, per response position, the token ids constrained
+                decoding allowed (None: any); the log-probs are then renormalised over them,
+                the distribution the decoder sampled from.
 
         Returns:
             ``B`` float32 tensors of shapes ``[len(responses[i])]``.
         """
-        return self.logprobs_and_values(prompts, responses, grad=grad)[0]
+        return self.logprobs_and_values(
+            prompts, responses, grad=grad, allowed_tokens=allowed_tokens
+        )[0]
 
     def values(
         self,
@@ -386,12 +400,17 @@ class TinyPolicy(nn.Module):
         responses: list[torch.Tensor],
         *,
         grad: bool = False,
+        allowed_tokens: Sequence[AllowedTokens | None] | None = None,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """``logprobs`` and ``values`` from one forward pass."""
         with torch.set_grad_enabled(grad):
             h, targets, sizes = self._response_states(prompts, responses)
-            logp = torch.log_softmax(self.logits(h).float(), dim=-1)
-            logp = logp.gather(-1, targets[:, None]).squeeze(-1)
+            flat: list[Sequence[int] | None] | None = None
+            if allowed_tokens is not None:
+                flat = []
+                for row, size in zip(allowed_tokens, sizes, strict=True):
+                    flat.extend([None] * size if row is None else list(row))
+            logp = masked_logprobs(self.logits(h), targets, flat)
             value = self.value_head(h).squeeze(-1).float()
             return list(logp.split(sizes)), list(value.split(sizes))
 

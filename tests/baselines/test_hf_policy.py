@@ -235,6 +235,24 @@ def test_constrained_generation_returns_only_allowed_strings(policy: HFPolicy) -
         policy.generate(prompts[:1], max_new_tokens=4, allowed=[[[tok.eos_id]]])
 
 
+def test_constrained_behaviour_logps_are_scored_under_the_same_mask(policy: HFPolicy) -> None:
+    """The PPO ratio starts at 1 for constrained rollouts: training log-probs renormalise over
+    the tokens the trie allowed, as sampling did; unmasked ones are lower."""
+    from agentgym.baselines.policies.constrained import allowed_tokens
+
+    tok = policy.tokenizer
+    allowed = [tok.encode(c) for c in ["go north", "go south", "go", "open door"]]
+    prompts = _prompts(policy)
+    outs = policy.generate(prompts, max_new_tokens=8, gumbel_keys=[1, 2, 3], allowed=[allowed] * 3)
+    masks = [allowed_tokens(o.ids, allowed, tok.eos_id) for o in outs]
+    responses = _tensors([o.ids for o in outs])
+    masked = policy.logprobs(_tensors(prompts), responses, allowed_tokens=masks)
+    free = policy.logprobs(_tensors(prompts), responses)
+    for out, m, f in zip(outs, masked, free, strict=True):
+        torch.testing.assert_close(m, torch.tensor(out.logps), atol=1e-4, rtol=0)
+        assert bool((f <= m + 1e-6).all()) and bool((f < m - 1e-3).any())
+
+
 def test_logprobs_equal_behaviour_logps(policy: HFPolicy) -> None:
     prompts = _prompts(policy)
     torch.manual_seed(5)

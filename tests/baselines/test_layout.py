@@ -187,7 +187,7 @@ def test_concat_logprobs_on_a_subset_and_fallbacks(policy, concat_trajs):
 
 
 def test_per_step_batches_use_the_plain_call(policy, pool, tasks):
-    trajs = collect(policy, pool, tasks[:1], 2, RolloutConfig(max_new_tokens=24))
+    trajs = collect(policy, pool, tasks[:1], 2, RolloutConfig(max_new_tokens=24, constrained=False))
     batch = Batch(trajectories=trajs)
     keys = batch.keys()
     counting = _Counting(policy)
@@ -237,3 +237,26 @@ def test_policy_agent_sees_the_rollout_prompts(policy, pool, tasks, layout, hist
     finally:
         del policy.generate
     assert seen == [turn.prompt_ids.tolist() for turn in traj.turns]
+
+
+@pytest.mark.parametrize("layout", ["per-step", "concat"])
+def test_constrained_rollouts_score_their_behaviour_logps(policy, pool, tasks, layout):
+    """Training scores a constrained turn under the mask decoding used, so the PPO ratio of
+    an unchanged policy is exactly 1 (and without the mask it would not be)."""
+    from agentgym.baselines.credit.batch import Batch
+    from agentgym.baselines.layout import turn_logprobs
+
+    cfg = RolloutConfig(layout=layout, constrained=True, max_new_tokens=40)
+    trajs = collect(policy, pool, tasks[:1], 2, cfg)
+    batch = Batch(trajectories=trajs)
+    keys = batch.keys()
+    assert all(batch.turn(k).allowed_tokens is not None for k in keys)
+    new = torch.cat(turn_logprobs(policy, batch, keys, grad=False))
+    old = torch.cat([batch.turn(k).logp_old for k in keys])
+    torch.testing.assert_close(new, old, atol=1e-5, rtol=0)
+    free = torch.cat(
+        policy.logprobs(
+            [batch.turn(k).prompt_ids for k in keys], [batch.turn(k).response_ids for k in keys]
+        )
+    )
+    assert bool((free < old - 1e-3).any())

@@ -103,10 +103,11 @@ def test_tokenizer_training_is_deterministic(texts: list[str], tok: Tokenizer):
 
 def test_presets_have_the_advertised_sizes():
     sizes = {}
-    for name in ("nano", "small", "base"):
+    for name in ("nano", "micro", "small", "base"):
         torch.manual_seed(0)
         sizes[name] = TinyPolicy(TinyConfig.preset(name, 2000), _dummy_tok()).num_parameters()
     assert 0.15e6 < sizes["nano"] < 0.3e6
+    assert 0.3e6 < sizes["micro"] < 0.5e6
     assert 1.5e6 < sizes["small"] < 2.5e6
     assert 6e6 < sizes["base"] < 10e6
 
