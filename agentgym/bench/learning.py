@@ -30,6 +30,7 @@ class Budget:
     """What every variant gets."""
 
     preset: str
+    sft_lr: float
     sft_steps: int
     sft_episodes: int
     rl_steps: int
@@ -40,17 +41,19 @@ class Budget:
 
 
 FULL = Budget(
-    preset="small",
-    sft_steps=1200,
-    sft_episodes=800,
-    rl_steps=60,
+    preset="micro",
+    sft_lr=3e-3,
+    sft_steps=900,
+    sft_episodes=1000,
+    rl_steps=40,
     checkpoint_every=20,
     tasks_per_step=4,
     group_size=8,
-    test_seeds=60,
+    test_seeds=100,
 )
 QUICK = Budget(
     preset="nano",
+    sft_lr=3e-3,
     sft_steps=20,
     sft_episodes=10,
     rl_steps=2,
@@ -77,6 +80,7 @@ def run(
     base = TrainConfig(
         env=ENV_ID,
         preset=budget.preset,
+        sft_lr=budget.sft_lr,
         sft_steps=budget.sft_steps,
         sft_episodes=budget.sft_episodes,
         steps=0,

@@ -1,0 +1,39 @@
+"""bench learning: the pipeline's shape on a smoke budget (speed and success are measured by
+the full run, never asserted), and its refusals."""
+
+import io
+import subprocess
+import sys
+
+from rich.console import Console
+
+from agentgym.bench import run_bench
+
+
+def test_quick_run_reports_every_checkpoint_and_the_paired_comparisons():
+    doc = run_bench("learning", Console(file=io.StringIO(), width=200), quick=True)
+    variants = [r["variant"] for r in doc["rows"]]
+    assert variants[0] == "sft" and variants.count("grpo") == variants.count("gigpo") == 2
+    assert all(r["n"] == doc["budget"]["test_seeds"] for r in doc["rows"])
+    seconds = [r["seconds"] for r in doc["rows"] if r["variant"] == "grpo"]
+    assert seconds == sorted(seconds) and seconds[0] >= doc["rows"][0]["seconds"]
+    assert set(doc["comparisons"]) == {"grpo vs sft", "gigpo vs grpo"}
+    assert all(c["n_pairs"] == doc["budget"]["test_seeds"] for c in doc["comparisons"].values())
+    assert set(doc["goal"]) == {"success", "seconds", "met"}
+
+
+def _cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "agentgym.cli", "bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_clashing_or_misplaced_variants_exit_2_before_any_work():
+    clash = _cli("learning", "--quick", "--variants", "grpo+rloo")
+    assert clash.returncode == 2 and "grpo and rloo" in clash.stderr
+    misplaced = _cli("search", "--quick", "--variants", "grpo")
+    assert misplaced.returncode == 2 and "learning only" in misplaced.stderr
