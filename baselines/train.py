@@ -196,7 +196,7 @@ def policy_loss(batch: Batch, policy: Any, ref: Any, plan: Any, cfg: TrainConfig
     logp_old = torch.cat([t.logp_old for t in turns])
     adv = batch.flat(batch.advantages, keys)
     mask, seq_ids, turn_ids = batch.token_index(keys)
-    token_loss = -clipped_surrogate(logp, logp_old, adv, cfg.clip, cfg.clip)
+    token_loss = clipped_surrogate(logp, logp_old, adv, cfg.clip, cfg.clip)
     loss = aggregate(
         token_loss,
         mask,

@@ -1,6 +1,7 @@
 """The loop: one step moves every policy parameter; zero advantages move none; the CLI refuses
 bad variants; a tiny run leaves a checkpoint that the harness evaluates."""
 
+import copy
 import json
 import os
 import subprocess
@@ -59,6 +60,32 @@ def test_one_step_changes_every_policy_parameter(setup):
     rng = np.random.default_rng(0)
     changed = _step(policy, trajs, lambda shape: torch.tensor(rng.normal(size=shape)).float())
     assert all(changed.values()), [n for n, c in changed.items() if not c]
+
+
+def test_a_step_raises_the_likelihood_of_positive_advantages_and_lowers_negative(setup):
+    """The sign of the update: descent on the clipped-surrogate loss makes a rollout with
+    A > 0 more likely and one with A < 0 less likely."""
+    policy, trajs = setup
+    policy = copy.deepcopy(policy)
+    batch = Batch(trajectories=trajs[:2])
+    keys = batch.keys()
+    sign = {0: 1.0, 1: -1.0}
+    batch.advantages = {k: torch.full(batch.turn(k).response_ids.shape, sign[k[0]]) for k in keys}
+
+    def logp(i):
+        turns = batch.trajectories[i].turns
+        with torch.no_grad():
+            lps = policy.logprobs([t.prompt_ids for t in turns], [t.response_ids for t in turns])
+        return float(torch.cat(lps).sum())
+
+    before = [logp(0), logp(1)]
+    cfg = TrainConfig(weight_decay=0.0)
+    loss, _ = policy_loss(batch, policy, None, compose("grpo", cfg), cfg)
+    optimizer = torch.optim.SGD(policy.parameters(), lr=0.05)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    assert logp(0) > before[0] and logp(1) < before[1]
 
 
 def test_zero_advantages_change_no_policy_parameter(setup):
