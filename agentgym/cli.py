@@ -413,6 +413,7 @@ def quickstart(
         sft_lr=3e-3,
         sft_episodes=1000,
         steps=rl_steps,
+        lr=3e-4,
         tasks_per_step=4,
         group_size=8,
         eval_every=0,

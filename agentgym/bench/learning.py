@@ -34,6 +34,7 @@ class Budget:
     sft_steps: int
     sft_episodes: int
     rl_steps: int
+    lr: float
     checkpoint_every: int
     tasks_per_step: int
     group_size: int
@@ -46,7 +47,8 @@ FULL = Budget(
     sft_steps=900,
     sft_episodes=1000,
     rl_steps=40,
-    checkpoint_every=20,
+    lr=3e-4,
+    checkpoint_every=10,
     tasks_per_step=4,
     group_size=8,
     test_seeds=100,
@@ -57,6 +59,7 @@ QUICK = Budget(
     sft_steps=20,
     sft_episodes=10,
     rl_steps=2,
+    lr=3e-4,
     checkpoint_every=1,
     tasks_per_step=2,
     group_size=2,
@@ -84,6 +87,7 @@ def run(
         sft_steps=budget.sft_steps,
         sft_episodes=budget.sft_episodes,
         steps=0,
+        lr=budget.lr,
         tasks_per_step=budget.tasks_per_step,
         group_size=budget.group_size,
         eval_every=0,
