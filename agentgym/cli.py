@@ -6,6 +6,7 @@ failed check.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -397,27 +398,15 @@ def quickstart(
     (SFT on oracle demonstrations, then GRPO), evaluate SFT alone, SFT + GRPO, the oracle and a
     random agent over many seeds of the test split, report intervals and the paired
     difference, plot, submit to a local leaderboard and print it."""
-    from agentgym.baselines.train import TrainConfig, train
+    from agentgym.baselines.train import SEARCH_MENU_SMALL, train
     from agentgym.harness.compare import compare as paired
     from agentgym.harness.evaluate import evaluate
     from agentgym.harness.plot import plot_report
     from agentgym.harness.report import print_report, report_json
 
-    env_id = "agentgym/Search-Menu-Small-v0"
+    cfg = dataclasses.replace(SEARCH_MENU_SMALL, sft_steps=sft_steps, steps=rl_steps)
+    env_id = cfg.env
     policy_dir = out_dir / "policy"
-    cfg = TrainConfig(
-        env=env_id,
-        credit="grpo",
-        preset="micro",
-        sft_steps=sft_steps,
-        sft_lr=3e-3,
-        sft_episodes=1000,
-        steps=rl_steps,
-        lr=3e-4,
-        tasks_per_step=4,
-        group_size=8,
-        eval_every=0,
-    )
     out.print(f"training the tiny policy: {sft_steps} SFT steps, then {rl_steps} GRPO steps")
     train(cfg, policy_dir)
     out.print(f"wrote {policy_dir} (SFT alone: {policy_dir / 'sft'})")

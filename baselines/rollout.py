@@ -21,6 +21,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from agentgym.baselines.credit.batch import Trajectory, Turn
@@ -108,6 +109,16 @@ class _Slot:
     info: dict[str, Any]
     history: History
     key: int | None
+
+
+def pick_tasks(pool: EnvPool, n: int, rng: np.random.Generator) -> list[tuple[str, int]]:
+    """``n`` distinct train-split tasks of the pool's env, each with a fresh reset seed:
+    ``(task_id, seed)`` pairs drawn from ``rng`` (with replacement once ``n`` exceeds the
+    split)."""
+    env: Any = pool.envs[0].unwrapped
+    task_ids = env.task_ids("train")
+    picks = rng.choice(len(task_ids), size=n, replace=n > len(task_ids))
+    return [(task_ids[i], int(rng.integers(2**31))) for i in picks]
 
 
 def collect(

@@ -26,7 +26,7 @@ from agentgym.baselines.credit.batch import Batch, StepContext
 from agentgym.baselines.layout import History, turn_logprobs
 from agentgym.baselines.losses import aggregate, clipped_surrogate, kl_k3
 from agentgym.baselines.policies.agent import save_policy_checkpoint
-from agentgym.baselines.rollout import EnvPool, RolloutConfig, collect
+from agentgym.baselines.rollout import EnvPool, RolloutConfig
 from agentgym.core.errors import BadInput
 from agentgym.registry import make
 
@@ -56,6 +56,10 @@ class TrainConfig:
     """Optimiser steps of the SFT warm start on oracle demonstrations (0: none)."""
     sft_episodes: int = 200
     """Oracle episodes collected for the warm start."""
+    sft_noise: float = 0.0
+    """Probability that a warm-start episode takes a random admissible action instead of the
+    oracle's (the state is still labelled with the oracle's action): demonstrations then
+    show how to recover from mistakes (DART, Laskey et al. 2017)."""
     tasks_per_step: int = 8
     """Groups per RL step."""
     group_size: int = 8
@@ -98,6 +102,23 @@ class TrainConfig:
     """Also write TensorBoard scalars under OUT/tb (needs the tensorboard package)."""
 
 
+SEARCH_MENU_SMALL = TrainConfig(
+    env="agentgym/Search-Menu-Small-v0",
+    credit="grpo",
+    preset="micro",
+    sft_steps=500,
+    sft_lr=3e-3,
+    sft_episodes=1000,
+    steps=20,
+    lr=3e-4,
+    tasks_per_step=4,
+    group_size=8,
+    eval_every=0,
+)
+"""The tiny policy's recipe on Search-Menu-Small, shared by ``agentgym quickstart`` and
+``agentgym bench learning`` (which vary only the step counts)."""
+
+
 def make_policy(cfg: TrainConfig) -> Any:
     """The policy to train: a tiny transformer with a tokenizer fitted to the env's text, or a
     local Hugging Face model, or the policy of the checkpoint ``cfg.init``."""
@@ -131,23 +152,40 @@ def load_policy(path: Path) -> Any:
     return policy_cls.load(path)
 
 
-def oracle_demos(cfg: TrainConfig, policy: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(prompt, action + eos) token pairs from the oracle on the train split."""
+Demo = tuple[torch.Tensor, torch.Tensor]
+"""(prompt ids, response ids + eos) of one demonstrated turn."""
+
+
+def oracle_demos(cfg: TrainConfig, policy: Any) -> list[Demo]:
+    """(prompt, oracle action + eos) from oracle episodes on the train split.
+
+    With ``cfg.sft_noise`` > 0 an episode takes a random admissible action with that
+    probability, and every state it visits is still labelled with the oracle's action.
+
+    The loss is the plain NLL over every response token, not the NLL under the decoding
+    mask: the forced tokens (an item's text after its first distinct token) teach the policy
+    to read the menu, and on Search-Menu-Small the plain loss gave a better warm start."""
     env = make(cfg.env, split="train")
     expert: Any = env.unwrapped
-    eos = policy.tokenizer.eos_id
+    tokenizer = policy.tokenizer
+    eos = tokenizer.eos_id
     window = rollout_config(cfg).window
-    demos = []
+    rng = np.random.default_rng([cfg.seed, 1])
+    demos: list[Demo] = []
     for seed in range(cfg.seed, cfg.seed + cfg.sft_episodes):
-        obs, _ = env.reset(seed=seed)
+        obs, info = env.reset(seed=seed)
         history = History(policy)
         while True:
             history.observe(obs)
-            action = expert.oracle_action()
-            response = [*policy.tokenizer.encode(str(action)), eos]
+            action = str(expert.oracle_action())
+            response = [*tokenizer.encode(action), eos]
             demos.append((torch.tensor(history.prompt(window)), torch.tensor(response)))
+            admissible = [str(a) for a in info.get("admissible_actions") or ()]
+            if admissible and cfg.sft_noise > 0 and rng.random() < cfg.sft_noise:
+                action = admissible[int(rng.integers(len(admissible)))]
+                response = [*tokenizer.encode(action), eos]
             history.act(response)
-            obs, _, term, trunc, _ = env.step(action)
+            obs, _, term, trunc, info = env.step(action)
             if term or trunc:
                 break
     return demos
@@ -168,9 +206,11 @@ def rollout_config(cfg: TrainConfig, **overrides: Any) -> RolloutConfig:
         raise BadInput(str(e)) from None
 
 
-def sft(policy: Any, demos: list[tuple[torch.Tensor, torch.Tensor]], cfg: TrainConfig) -> float:
-    """Teacher forcing on the demonstrations; returns the last batch's mean NLL per token."""
+def sft(policy: Any, demos: list[Demo], cfg: TrainConfig) -> float:
+    """Teacher forcing on the demonstrations with a warm-up + cosine learning rate; returns
+    the last batch's mean NLL per token."""
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.sft_lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_cosine(cfg.sft_steps))
     rng = np.random.default_rng(cfg.seed)
     nll = float("nan")
     for _ in range(cfg.sft_steps):
@@ -181,8 +221,22 @@ def sft(policy: Any, demos: list[tuple[torch.Tensor, torch.Tensor]], cfg: TrainC
         loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
         optimizer.step()
+        schedule.step()
         nll = loss.item()
     return nll
+
+
+def _warmup_cosine(steps: int, warmup: float = 0.05) -> Any:
+    """The learning-rate factor at each step: linear warm-up over the first ``warmup`` share
+    of ``steps``, then cosine decay to zero."""
+    ramp = max(1, int(steps * warmup))
+
+    def factor(step: int) -> float:
+        if step < ramp:
+            return (step + 1) / ramp
+        return 0.5 * (1.0 + np.cos(np.pi * (step - ramp) / max(1, steps - ramp)))
+
+    return factor
 
 
 def policy_loss(batch: Batch, policy: Any, ref: Any, plan: Any, cfg: TrainConfig) -> tuple:
@@ -225,16 +279,21 @@ def rl_step(
     step: int,
     rng: np.random.Generator,
 ) -> dict[str, float]:
-    """One optimiser step: rollouts, the credit hooks, the loss, the update."""
-    task_ids = pool.envs[0].unwrapped.task_ids("train")
-    picks = rng.choice(len(task_ids), size=cfg.tasks_per_step, replace=False)
-    tasks = [(task_ids[i], int(rng.integers(2**31))) for i in picks]
-    rollout = rollout_config(cfg)
+    """One optimiser step: rollouts (the plan's sampler), the credit hooks, the loss, the
+    update."""
+    ctx = StepContext(
+        config=cfg,
+        policy=policy,
+        ref=ref,
+        envs=pool,
+        step=step,
+        rollout=rollout_config(cfg),
+        rng=rng,
+    )
+    batch = Batch(trajectories=[])
     with torch.no_grad():
-        batch = Batch(trajectories=collect(policy, pool, tasks, cfg.group_size, rollout))
-    ctx = StepContext(config=cfg, policy=policy, ref=ref, envs=pool, step=step)
-    for hook in ("transform", "score", "advantages", "shape"):
-        plan.run(hook, batch, ctx)
+        for hook in ("sample", "transform", "score", "advantages", "shape"):
+            plan.run(hook, batch, ctx)
     loss, metrics = policy_loss(batch, policy, ref, plan, cfg)
     for aux, aux_metrics in plan.run("aux_loss", batch, ctx):
         loss = loss + aux

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from agentgym.baselines.train import SEARCH_MENU_SMALL, TrainConfig
 from agentgym.core.errors import BadInput
 
 ENV_ID = "agentgym/Search-Menu-Small-v0"
@@ -27,42 +28,29 @@ GOAL = {"success": 0.8, "seconds": 15 * 60}
 
 @dataclass(frozen=True)
 class Budget:
-    """What every variant gets."""
+    """What every variant gets: the warm start's and each variant's training settings (one
+    ``TrainConfig``; ``steps`` is each variant's RL steps) and the test seeds per checkpoint."""
 
-    preset: str
-    sft_lr: float
-    sft_steps: int
-    sft_episodes: int
-    rl_steps: int
-    lr: float
-    checkpoint_every: int
-    tasks_per_step: int
-    group_size: int
+    train: TrainConfig
     test_seeds: int
 
 
 FULL = Budget(
-    preset="micro",
-    sft_lr=3e-3,
-    sft_steps=900,
-    sft_episodes=1000,
-    rl_steps=40,
-    lr=3e-4,
-    checkpoint_every=10,
-    tasks_per_step=4,
-    group_size=8,
+    replace(SEARCH_MENU_SMALL, sft_steps=900, steps=40, checkpoint_every=10, tensorboard=False),
     test_seeds=100,
 )
 QUICK = Budget(
-    preset="nano",
-    sft_lr=3e-3,
-    sft_steps=20,
-    sft_episodes=10,
-    rl_steps=2,
-    lr=3e-4,
-    checkpoint_every=1,
-    tasks_per_step=2,
-    group_size=2,
+    replace(
+        SEARCH_MENU_SMALL,
+        preset="nano",
+        sft_steps=20,
+        sft_episodes=10,
+        steps=2,
+        checkpoint_every=1,
+        tasks_per_step=2,
+        group_size=2,
+        tensorboard=False,
+    ),
     test_seeds=4,
 )
 
@@ -72,7 +60,6 @@ def run(
 ) -> dict[str, Any]:
     """Warm start, the variants, the evaluations, the comparisons; prints two tables."""
     from agentgym.baselines.credit import compose
-    from agentgym.baselines.train import TrainConfig
 
     budget = QUICK if quick else FULL
     variants = tuple(dict.fromkeys(variants))
@@ -80,20 +67,7 @@ def run(
         raise BadInput("--variants needs at least one credit variant")
     for name in variants:
         compose(name, None)  # an unknown name or a clash fails now, not after the warm start
-    base = TrainConfig(
-        env=ENV_ID,
-        preset=budget.preset,
-        sft_lr=budget.sft_lr,
-        sft_steps=budget.sft_steps,
-        sft_episodes=budget.sft_episodes,
-        steps=0,
-        lr=budget.lr,
-        tasks_per_step=budget.tasks_per_step,
-        group_size=budget.group_size,
-        eval_every=0,
-        checkpoint_every=budget.checkpoint_every,
-        tensorboard=False,
-    )
+    base = replace(budget.train, steps=0)
     work = Path(tempfile.mkdtemp(prefix="agentgym-bench-learning-"))
     try:
         return _run(console, budget, base, variants, work)
@@ -107,16 +81,16 @@ def _run(
     from agentgym.baselines.train import train
     from agentgym.harness.compare import compare
 
-    console.print(f"warm start: {budget.sft_steps} SFT steps ({budget.preset} policy)")
+    console.print(f"warm start: {base.sft_steps} SFT steps ({base.preset} policy)")
     train(base, work / "warm")
     sft_ckpt = work / "warm" / "sft"
     sft_seconds = _train_seconds(sft_ckpt)
     rows = [_row("sft", 0, sft_seconds, _evaluate(sft_ckpt, budget))]
     finals: dict[str, dict[str, Any]] = {"sft": rows[0].pop("doc")}
     for name in variants:
-        console.print(f"{name}: {budget.rl_steps} RL steps from the warm start")
+        console.print(f"{name}: {budget.train.steps} RL steps from the warm start")
         out = work / name
-        cfg = replace(base, credit=name, init=str(sft_ckpt), sft_steps=0, steps=budget.rl_steps)
+        cfg = replace(base, credit=name, init=str(sft_ckpt), sft_steps=0, steps=budget.train.steps)
         train(cfg, out)
         for ckpt in sorted((out / "steps").iterdir()):
             doc = _evaluate(ckpt, budget)
@@ -136,7 +110,7 @@ def _run(
     return {
         "part": "learning",
         "env": ENV_ID,
-        "budget": budget.__dict__,
+        "budget": {**asdict(budget.train), "test_seeds": budget.test_seeds},
         "rows": rows,
         "comparisons": comparisons,
         "ratios": {

@@ -172,23 +172,10 @@ def build_tokenizer(vocab_size: int = 320) -> Any:
     """A byte-level BPE tokenizer trained on the task text, as a ``PreTrainedTokenizerFast``
     with ``<pad>`` = 0, ``<eos>`` = 1, ``<bos>`` = 2 and no post-processor (no special token
     is added to an encoded prompt, by TRL or by us)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from agentgym.baselines.policies.tokenizer import hf_tokenizer
 
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
     corpus = [r["prompt"] for r in task_rows(len(WORDS))] * 20 + list(WORDS) * 20
-    backend.train_from_iterator(corpus, trainer=trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>"
-    )
+    return hf_tokenizer(corpus, vocab_size)
 
 
 def build_model_dir(out: Path, settings: Settings = Settings()) -> Path:

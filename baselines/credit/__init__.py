@@ -363,8 +363,8 @@ def _pick_aggregation(named: list[CreditVariant], defaults: list[CreditVariant],
             raise BadInput(f"unknown aggregation {override!r}: choose one of {AGGREGATIONS}")
         return override
     # Preferences of the variants the user named win over those of the defaults.
-    for group in (named, defaults):
-        wanted = {v.name: v.aggregation for v in group if v.aggregation is not None}
+    for variants in (named, defaults):
+        wanted = {v.name: v.aggregation for v in variants if v.aggregation is not None}
         if len(set(wanted.values())) > 1:
             listing = ", ".join(f"{n} wants {a}" for n, a in wanted.items())
             raise BadInput(
@@ -415,17 +415,6 @@ def compose(spec: str, config: Any = None) -> Plan:
     )
 
 
-@register("group")
-class GroupSampler(CreditVariant):
-    """G rollouts of one task with one reset seed, the GRPO group (CREDIT.md §0).
-
-    Declares the default ``sample`` slot; the rollout engine implements the sampling.
-    """
-
-    def sample(self, batch: Batch, ctx: Context) -> None:
-        raise NotImplementedError("rollout engine: group sampling is not implemented yet")
-
-
 # The built-in variants register themselves here, so every process that can see the registry
 # sees all of them (no registration that depends on what a user happened to import).
-from agentgym.baselines.credit import drgrpo, gigpo, grpo, ppo, rloo  # noqa: E402, F401
+from agentgym.baselines.credit import drgrpo, gigpo, group, grpo, ppo, rloo  # noqa: E402, F401

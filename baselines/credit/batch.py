@@ -227,6 +227,9 @@ class Context(Protocol):
         ref: the frozen reference model, or None when no KL/reference is configured.
         envs: the env pool (snapshot/restore, privileged instances), or None in unit tests.
         step: the index of the current training step.
+        rollout: how to generate (a :class:`~agentgym.baselines.rollout.RolloutConfig`), for
+            the ``sample`` slot and any variant that generates more.
+        rng: the run's ``numpy.random.Generator`` for sampling choices (tasks, seeds).
     """
 
     config: Any
@@ -234,6 +237,8 @@ class Context(Protocol):
     ref: Policy | None
     envs: Any
     step: int
+    rollout: Any
+    rng: Any
 
 
 @dataclass
@@ -245,3 +250,5 @@ class StepContext:
     ref: Any = None
     envs: Any = None
     step: int = 0
+    rollout: Any = None
+    rng: Any = None

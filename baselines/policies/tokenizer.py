@@ -22,6 +22,12 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 PAD, EOS, BOS = "<pad>", "<eos>", "<bos>"
 SPECIAL_TOKENS = (PAD, EOS, BOS)
 TOKENIZER_FILE = "tokenizer.json"
+#: A minimal chat template for toy Hugging Face models: ``<|role|>content<eos>`` per message
+#: (the role tags must be special tokens of the tokenizer).
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<eos>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
 
 
 class Tokenizer:
@@ -85,20 +91,55 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 2000) -> Tokenizer:
         texts: training text (observations, actions).
         vocab_size: size of the vocabulary, special tokens and byte symbols included.
     """
-    if vocab_size < len(SPECIAL_TOKENS) + 256:
-        raise ValueError(f"vocab_size must be at least 259 for byte-level BPE, got {vocab_size}")
+    return Tokenizer(_bpe(texts, vocab_size, SPECIAL_TOKENS))
+
+
+def hf_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int = 2000,
+    extra_special_tokens: Sequence[str] = (),
+    chat_template: str | None = None,
+) -> Any:
+    """The same byte-level BPE as :func:`train_tokenizer`, as a ``transformers``
+    ``PreTrainedTokenizerFast`` (``<pad>`` = 0, ``<eos>`` = 1, ``<bos>`` = 2, then
+    ``extra_special_tokens``): the tokenizer of a tiny Hugging Face model built offline for
+    tests and benchmarks.
+
+    Args:
+        texts: training text.
+        vocab_size: size of the vocabulary, special tokens and byte symbols included.
+        extra_special_tokens: more special tokens (e.g. chat roles), after the three.
+        chat_template: a Jinja chat template to attach (None: none).
+    """
+    from transformers import PreTrainedTokenizerFast
+
+    backend = _bpe(texts, vocab_size, (*SPECIAL_TOKENS, *extra_special_tokens))
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token=PAD, eos_token=EOS, bos_token=BOS
+    )
+    if chat_template is not None:
+        tok.chat_template = chat_template
+    return tok
+
+
+def _bpe(texts: Iterable[str], vocab_size: int, special_tokens: Sequence[str]) -> HFTokenizer:
+    if vocab_size < len(special_tokens) + 256:
+        raise ValueError(
+            f"vocab_size must be at least {len(special_tokens) + 256} for byte-level BPE with "
+            f"{len(special_tokens)} special tokens, got {vocab_size}"
+        )
     backend = HFTokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=2,
-        special_tokens=list(SPECIAL_TOKENS),
+        special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     backend.train_from_iterator(list(texts), trainer=trainer)
-    return Tokenizer(backend)
+    return backend
 
 
 def collect_env_text(

@@ -3,6 +3,7 @@ from dataclasses import is_dataclass
 from types import SimpleNamespace
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 from gymnasium.envs.registration import EnvSpec
@@ -334,9 +335,27 @@ def test_a_second_sampler_is_refused_and_a_lone_one_replaces_group():
     assert batch.extras["sampled"]
 
 
-def test_the_placeholder_sampler_names_the_rollout_engine():
-    with pytest.raises(NotImplementedError, match="rollout engine"):
-        compose("").run("sample", Batch(), ctx())
+def test_the_default_sampler_fills_groups_of_one_task_and_one_seed(policy):
+    from agentgym.baselines.rollout import EnvPool, RolloutConfig
+    from agentgym.baselines.train import TrainConfig
+
+    step = StepContext(
+        config=TrainConfig(tasks_per_step=3, group_size=2),
+        policy=policy,
+        envs=EnvPool("agentgym/Search-Menu-Small-v0", 2, max_turns=3),
+        rollout=RolloutConfig(max_new_tokens=40),
+        rng=np.random.default_rng(0),
+    )
+    batch = Batch()
+    compose("").run("sample", batch, step)
+    groups = batch.groups()
+    assert sorted(len(idx) for idx in groups.values()) == [2, 2, 2]
+    starts = [
+        {(batch.trajectories[i].task_id, batch.trajectories[i].seed) for i in idx}
+        for idx in groups.values()
+    ]
+    assert all(len(s) == 1 for s in starts)
+    assert len({next(iter(s))[0] for s in starts}) == 3  # distinct tasks
 
 
 @pytest.mark.usefixtures("test_variants")

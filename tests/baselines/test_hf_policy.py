@@ -10,7 +10,6 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 from transformers import (  # noqa: E402
     GPT2Config,
     GPT2LMHeadModel,
@@ -30,30 +29,14 @@ from agentgym.baselines.policies.hf import (  # noqa: E402
     HFPolicy,
     LoraSettings,
 )
+from agentgym.baselines.policies.tokenizer import CHAT_TEMPLATE, hf_tokenizer  # noqa: E402
 
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<eos>{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
 CORPUS = ["go north", "go south", "take key", "open door", "look around", "go"] * 20
 
 
 def _tokenizer() -> PreTrainedTokenizerFast:
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=320,
-        special_tokens=["<pad>", "<eos>", "<bos>", "<|user|>", "<|assistant|>", "<|system|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    backend.train_from_iterator(CORPUS, trainer=trainer)
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>"
-    )
-    tok.chat_template = CHAT_TEMPLATE
-    return tok
+    roles = ["<|user|>", "<|assistant|>", "<|system|>"]
+    return hf_tokenizer(CORPUS, 320, extra_special_tokens=roles, chat_template=CHAT_TEMPLATE)
 
 
 def _save_model(out: Path, arch: str) -> Path:

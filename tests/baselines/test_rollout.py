@@ -4,27 +4,9 @@ import pytest
 import torch
 
 from agentgym.baselines.policies.agent import prompt_ids
-from agentgym.baselines.policies.tiny import TinyPolicy
-from agentgym.baselines.policies.tokenizer import collect_env_text, train_tokenizer
 from agentgym.baselines.rollout import EnvPool, RolloutConfig, branch, collect
 
 SMALL = "agentgym/Search-Menu-Small-v0"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The models are tiny: one intra-op thread is fastest, also on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def policy():
-    torch.manual_seed(0)
-    tokenizer = train_tokenizer(collect_env_text(SMALL, episodes=10), vocab_size=600)
-    return TinyPolicy.from_preset("nano", tokenizer)
 
 
 @pytest.fixture(scope="module")

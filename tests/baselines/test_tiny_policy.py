@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,15 +33,6 @@ from agentgym.baselines.policies import (  # noqa: E402
 from agentgym.harness.evaluate import evaluate  # noqa: E402
 
 ENV = "agentgym/Search-Menu-Small-v0"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    """Tiny models run fastest on one thread, and do not fight other test workers."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from agentgym.baselines.credit.batch import Batch
 from agentgym.baselines.policies.tiny import TinyPolicy
 from agentgym.baselines.policies.tokenizer import collect_env_text, train_tokenizer
 from agentgym.baselines.rollout import EnvPool, RolloutConfig, collect
-from agentgym.baselines.train import TrainConfig, policy_loss
+from agentgym.baselines.train import TrainConfig, oracle_demos, policy_loss
 
 SMALL = "agentgym/Search-Menu-Small-v0"
 
@@ -106,6 +106,18 @@ def _cli(*args, cwd=None):
     )
 
 
+def test_noisy_warm_start_leaves_the_oracle_path_deterministically(setup):
+    policy, _ = setup
+    clean = oracle_demos(TrainConfig(sft_episodes=6), policy)
+    noisy = oracle_demos(TrainConfig(sft_episodes=6, sft_noise=0.5), policy)
+    on_path = {tuple(p.tolist()) for p, _ in clean}
+    assert any(tuple(p.tolist()) not in on_path for p, _ in noisy)
+    again = oracle_demos(TrainConfig(sft_episodes=6, sft_noise=0.5), policy)
+    assert len(again) == len(noisy)
+    for (p1, r1), (p2, r2) in zip(noisy, again, strict=True):
+        assert torch.equal(p1, p2) and torch.equal(r1, r2)
+
+
 @pytest.mark.parametrize(
     "args, words",
     [
@@ -167,26 +179,12 @@ def test_a_tiny_run_leaves_a_checkpoint_the_harness_evaluates(tmp_path):
 def _write_hf_model(out, texts):
     """A tiny random Llama with a BPE tokenizer fitted to the env's text and a chat template,
     saved the way a Hugging Face model directory is (nothing is downloaded)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import LlamaConfig, LlamaForCausalLM
 
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=1200,
-        special_tokens=["<pad>", "<eos>", "<bos>", "<|user|>", "<|assistant|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    backend.train_from_iterator(texts, trainer=trainer)
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>"
-    )
-    tok.chat_template = (
-        "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<eos>{% endfor %}"
-        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-    )
+    from agentgym.baselines.policies.tokenizer import CHAT_TEMPLATE, hf_tokenizer
+
+    roles = ["<|user|>", "<|assistant|>"]
+    tok = hf_tokenizer(texts, 1200, extra_special_tokens=roles, chat_template=CHAT_TEMPLATE)
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tok),
