@@ -1,9 +1,9 @@
 """Credit-assignment variants: a registry of plugins and the plan that runs them.
 
-A variant is a :class:`CreditVariant` subclass in ``baselines/credit/<name>.py``, registered by
-name with :func:`register`, overriding only the hooks it needs. Every hook has the signature
-``hook(self, batch, ctx)``; the trainer calls them, in this order, only through
-:meth:`Plan.run`, and never names a variant::
+A variant is a :class:`CreditVariant` subclass in ``baselines/credit/<name>.py`` (every module
+of the package is imported with it), registered by name with :func:`register`, overriding only
+the hooks it needs. Every hook has the signature ``hook(self, batch, ctx)``; the trainer calls
+them, in this order, only through :meth:`Plan.run`, and never names a variant::
 
     plan = compose("gigpo+sdar", config)   # refuses unknown names and clashing single slots
     plan.check(env)                        # refuses envs lacking an info key or ability
@@ -415,6 +415,15 @@ def compose(spec: str, config: Any = None) -> Plan:
     )
 
 
-# The built-in variants register themselves here, so every process that can see the registry
-# sees all of them (no registration that depends on what a user happened to import).
-from agentgym.baselines.credit import drgrpo, gigpo, group, grpo, ppo, rloo  # noqa: E402, F401
+# Every module of this package but ``batch`` is a variant that registers itself on import:
+# importing them all here means every process sees the same registry, whatever a user
+# happened to import, and adding a variant is adding a file.
+def _import_variants() -> None:
+    import pkgutil
+
+    for module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+        if module != "batch" and not module.startswith("_"):
+            importlib.import_module(f"{__name__}.{module}")
+
+
+_import_variants()
