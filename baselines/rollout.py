@@ -303,17 +303,16 @@ def _turn(policy: Policy, cfg: RolloutConfig, active: list[_Slot], snapshots: bo
     )
     still = []
     for s, prompt, out, choice in zip(active, prompts, outs, choices, strict=True):
-        extras: dict[str, Any] = {}
+        action = decoded_action(policy.tokenizer, out.ids, choice)
+        extras: dict[str, Any] = {"action": action}
         if snapshots:
-            extras = {
-                "snapshot": s.env.unwrapped.snapshot(),
-                "observation": s.obs,
-                "observation_info": s.info,
-            }
+            extras.update(
+                snapshot=s.env.unwrapped.snapshot(),
+                observation=s.obs,
+                observation_info=s.info,
+            )
         state_key = s.info.get("state_key")
-        o, reward, terminated, truncated, info = s.env.step(
-            decoded_action(policy.tokenizer, out.ids, choice)
-        )
+        o, reward, terminated, truncated, info = s.env.step(action)
         penalty = 0.0 if info.get("action_valid", True) else cfg.invalid_penalty
         s.traj.turns.append(
             Turn(

@@ -57,7 +57,10 @@ class Turn:
     segment_tags: list[str] | None = None
     """one tag per response token (think, tool_call, summary, ...), or None."""
     extras: dict[str, Any] = field(default_factory=dict)
-    """anything else a variant attaches: teacher log-probs, probe scores, ``next_value``, ..."""
+    """anything else a variant attaches: teacher log-probs, probe scores, ``next_value``, ...
+    The rollout engine sets ``"action"`` (the text sent to ``env.step``) and, with
+    snapshots on, ``"snapshot"``, ``"observation"`` and ``"observation_info"`` (the state the
+    turn acted from)."""
 
     def mask(self) -> Tensor:
         """Float [L] policy mask on the response's device (ones when ``policy_mask`` is None)."""

@@ -28,6 +28,9 @@ def test_groups_share_their_task_and_constrained_actions_are_valid(policy, pool)
         for turn in t.turns:
             assert len(turn.logp_old) == len(turn.response_ids) > 0
             assert turn.state_key is not None
+            # the action sent to the env is the decoded response (an item's exact text)
+            text = policy.tokenizer.decode(turn.response_ids[:-1].tolist())
+            assert turn.extras["action"] == text
 
 
 def test_behaviour_logps_match_the_policy_scoring(policy, pool):
