@@ -39,6 +39,9 @@ class TrainConfig:
     """Env id to train on (its train split)."""
     credit: str = "grpo"
     """Credit variants joined by '+', e.g. 'gigpo' or 'grpo+sdar'."""
+    credit_settings: str = ""
+    """Settings of the named variants as JSON, e.g. '{"grpo": {"zero_std": "drop"}}' (each
+    variant's Config fields; unknown names or fields are refused)."""
     policy: str = "tiny"
     """'tiny' (a small transformer trained from scratch) or a local HF model directory."""
     init: str = ""
@@ -117,6 +120,24 @@ SEARCH_MENU_SMALL = TrainConfig(
 )
 """The tiny policy's recipe on Search-Menu-Small, shared by ``agentgym quickstart`` and
 ``agentgym bench learning`` (which vary only the step counts)."""
+
+
+def credit_settings(cfg: TrainConfig) -> dict[str, Any]:
+    """``cfg.credit_settings`` parsed: variant name -> its settings (checked against the
+    variants of ``cfg.credit``; each variant checks its own fields when it is built)."""
+    if not cfg.credit_settings.strip():
+        return {}
+    try:
+        settings = json.loads(cfg.credit_settings)
+    except json.JSONDecodeError as e:
+        raise BadInput(f"--credit-settings is not valid JSON: {e}") from None
+    if not isinstance(settings, dict) or not all(isinstance(v, dict) for v in settings.values()):
+        raise BadInput('--credit-settings must map variant names to objects: {"grpo": {...}}')
+    named = {p.strip() for p in cfg.credit.split("+")}
+    stray = sorted(set(settings) - named)
+    if stray:
+        raise BadInput(f"--credit-settings names {stray}, which --credit {cfg.credit!r} lacks")
+    return settings
 
 
 def make_policy(cfg: TrainConfig) -> Any:
@@ -317,7 +338,7 @@ def rl_step(
 
 def train(cfg: TrainConfig, out: Path) -> Path:
     """Warm start, then ``cfg.steps`` RL steps; the final checkpoint is ``out`` itself."""
-    plan = compose(cfg.credit, cfg)
+    plan = compose(cfg.credit, credit_settings(cfg))
     rollout_config(cfg)  # a bad layout fails before any work
     pool = EnvPool(cfg.env, cfg.tasks_per_step * cfg.group_size, split="train")
     plan.check(make(cfg.env))  # refuse an env lacking what a variant needs, before any work

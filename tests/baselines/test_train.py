@@ -125,6 +125,9 @@ def test_noisy_warm_start_leaves_the_oracle_path_deterministically(setup):
         (("--credit", "nope"), "unknown credit variant 'nope'"),
         (("--steps", "many"), "--steps expects int"),
         (("--colour", "red"), "unknown option --colour"),
+        (("--credit-settings", "{bad"), "not valid JSON"),
+        (("--credit-settings", '{"gigpo": {}}'), "which --credit 'grpo' lacks"),
+        (("--credit-settings", '{"grpo": {"zero_stdd": 1}}'), "unknown grpo settings"),
     ],
 )
 def test_train_refuses_bad_options_with_exit_2(tmp_path, args, words):
@@ -279,3 +282,11 @@ def test_a_bad_layout_is_refused_before_any_work(tmp_path):
     assert out.returncode == 2 and "layout" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "ckpt").exists()
+
+
+def test_credit_settings_reach_their_variant():
+    from agentgym.baselines.train import credit_settings
+
+    cfg = TrainConfig(credit="gigpo", credit_settings='{"gigpo": {"omega": 0.5}}')
+    plan = compose(cfg.credit, credit_settings(cfg))
+    assert plan.owner("advantages").cfg.omega == 0.5
