@@ -390,9 +390,12 @@ def quickstart(
         Path, typer.Option(help="Where the checkpoint, results and plot go.")
     ] = Path("agentgym-quickstart"),
     sft_steps: Annotated[
-        int, typer.Option(help="Warm-start steps on oracle demonstrations.")
-    ] = 500,
-    rl_steps: Annotated[int, typer.Option(help="GRPO steps after the warm start.")] = 20,
+        int | None,
+        typer.Option(help="Warm-start steps on oracle demonstrations (default: the recipe's)."),
+    ] = None,
+    rl_steps: Annotated[
+        int | None, typer.Option(help="GRPO steps after the warm start (default: the recipe's).")
+    ] = None,
 ) -> None:
     """The main job end to end on a small default: train the tiny policy on Search-Menu-Small
     (SFT on oracle demonstrations, then GRPO), evaluate SFT alone, SFT + GRPO, the oracle and a
@@ -404,10 +407,14 @@ def quickstart(
     from agentgym.harness.plot import plot_report
     from agentgym.harness.report import print_report, report_json
 
-    cfg = dataclasses.replace(SEARCH_MENU_SMALL, sft_steps=sft_steps, steps=rl_steps)
+    cfg = SEARCH_MENU_SMALL  # the recipe, baselines/train.py
+    if sft_steps is not None:
+        cfg = dataclasses.replace(cfg, sft_steps=sft_steps)
+    if rl_steps is not None:
+        cfg = dataclasses.replace(cfg, steps=rl_steps)
     env_id = cfg.env
     policy_dir = out_dir / "policy"
-    out.print(f"training the tiny policy: {sft_steps} SFT steps, then {rl_steps} GRPO steps")
+    out.print(f"training the tiny policy: {cfg.sft_steps} SFT steps, then {cfg.steps} GRPO steps")
     train(cfg, policy_dir)
     out.print(f"wrote {policy_dir} (SFT alone: {policy_dir / 'sft'})")
     agents = {

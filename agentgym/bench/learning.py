@@ -36,7 +36,7 @@ class Budget:
 
 
 FULL = Budget(
-    replace(SEARCH_MENU_SMALL, sft_steps=900, steps=40, checkpoint_every=10, tensorboard=False),
+    replace(SEARCH_MENU_SMALL, steps=40, checkpoint_every=10, tensorboard=False),
     test_seeds=100,
 )
 QUICK = Budget(
