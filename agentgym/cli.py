@@ -244,12 +244,16 @@ def bench(
         str | None,
         typer.Option(help="learning only: credit variants, comma-separated (default grpo,gigpo)."),
     ] = None,
+    rl_steps: Annotated[
+        int | None,
+        typer.Option(help="learning only: RL steps of each variant (default: the budget's)."),
+    ] = None,
 ) -> None:
     """Measure speed against a peer run in the same process; print a table (and JSON)."""
     from agentgym.bench import run_bench
     from agentgym.harness.results import write_atomic
 
-    doc = run_bench(part, out, quick=quick, variants=variants)
+    doc = run_bench(part, out, quick=quick, variants=variants, rl_steps=rl_steps)
     if json_out is not None:
         write_atomic(json_out, doc)
 

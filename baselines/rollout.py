@@ -13,11 +13,14 @@ turn is stored as its own ``Turn`` either way:
 Groups are G rollouts of the same task and seed. ``terminated`` and ``truncated`` stay apart.
 Tree samplers: with ``snapshots=True`` every turn keeps the env state it acted from, and
 :func:`branch` replays ``n`` continuations from any turn of a finished rollout.
+Edited rollouts: :func:`replay` plays given action texts teacher-forced and records the turns
+:func:`collect` would have recorded for them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,6 +244,115 @@ def branch(
             slots.append(_Slot(env, traj, obs, info, history, key))
     _play(policy, slots, cfg, snapshots=cfg.snapshots)
     return [s.traj for s in slots]
+
+
+def replay(
+    policy: Policy,
+    pool: EnvPool | Any,
+    task_id: str,
+    seed: int | None,
+    actions: Sequence[str],
+    cfg: RolloutConfig,
+    *,
+    group_id: str | None = None,
+    node_id: str | None = None,
+    score: bool = True,
+) -> Trajectory:
+    """Play the action texts ``actions`` teacher-forced from ``reset(seed, task_id)``: the
+    turns :func:`collect` records when the policy happens to choose exactly these actions.
+
+    Turn ``k`` gets the prompt the policy would have seen there (``cfg``'s layout and
+    history), the response ``tokenizer.encode(action) + [eos]``, the env's reward (minus
+    ``cfg.invalid_penalty`` for a rejected action), the done flags, ``state_key``, ``info``,
+    ``extras["action"]`` (and the snapshot extras when ``cfg.snapshots`` and the env has
+    them), and, where ``cfg.constrained`` and the state lists admissible actions,
+    ``allowed_tokens``: the decoding mask along the response (None for an action outside the
+    list, which constrained decoding could not have produced). Deterministic envs make this
+    the rollout that ``actions`` stand for.
+
+    Args:
+        policy: supplies the tokenizer (prompts) and, with ``score``, the log-probs.
+        pool: an :class:`EnvPool` (its first env is reset and played) or an env.
+        task_id: the task, passed as ``options={"task_id": task_id}``.
+        seed: the reset seed.
+        actions: the action texts sent to ``env.step``, in order.
+        cfg: layout, history, constraint and penalty (generation settings are unused).
+        group_id: the trajectory's group id (default ``f"{task_id}@{seed}"``, as collect).
+        node_id: the trajectory's node id (default None).
+        score: fill every turn's ``logp_old`` with one ``policy.logprobs`` call over all
+            turns (temperature 1, under the decoding masks); otherwise leave it None.
+
+    Returns:
+        The trajectory, ``extras["layout"]`` and ``["history"]`` set from ``cfg``; outcome,
+        ``terminated`` and ``truncated`` come from the last step when the episode ended
+        there (actions that stop before the end leave both flags False and outcome 0).
+
+    Raises:
+        ValueError: the episode ended before the last action.
+    """
+    env: Any = pool.envs[0] if isinstance(pool, EnvPool) else pool
+    tokenizer = policy.tokenizer
+    snapshots = cfg.snapshots and bool(getattr(env.unwrapped, "supports_snapshot", False))
+    obs, info = env.reset(seed=seed, options={"task_id": task_id})
+    group = group_id if group_id is not None else f"{task_id}@{seed}"
+    traj = Trajectory(task_id=task_id, group_id=group, seed=seed, node_id=node_id)
+    traj.extras.update(_layout_extras(cfg))
+    history = History(policy, [obs])
+    for k, action in enumerate(actions):
+        if traj.terminated or traj.truncated:
+            raise ValueError(
+                f"replay of {group}: the episode ended at turn {k - 1}, before action "
+                f"{k} of {len(actions)} ({action!r})"
+            )
+        prompt = history.prompt(cfg.window)
+        body = list(tokenizer.encode(action))
+        response = [*body, tokenizer.eos_id]
+        mask = None
+        if cfg.constrained and info.get("admissible_actions"):
+            choices = encode_actions(tokenizer, info["admissible_actions"])
+            if tuple(body) in choices:
+                mask = allowed_tokens(response, choices, tokenizer.eos_id)
+        extras: dict[str, Any] = {"action": action}
+        if snapshots:
+            extras.update(snapshot=env.unwrapped.snapshot(), observation=obs, observation_info=info)
+        state_key = info.get("state_key")
+        obs, reward, terminated, truncated, info = env.step(action)
+        penalty = 0.0 if info.get("action_valid", True) else cfg.invalid_penalty
+        traj.turns.append(
+            Turn(
+                prompt_ids=torch.tensor(prompt, dtype=torch.long),
+                response_ids=torch.tensor(response, dtype=torch.long),
+                reward=-penalty,
+                terminated=terminated,
+                truncated=truncated,
+                state_key=state_key,
+                info=info,
+                allowed_tokens=mask,
+                extras=extras,
+            )
+        )
+        if terminated or truncated:
+            traj.outcome, traj.terminated, traj.truncated = float(reward), terminated, truncated
+        else:
+            history.act(response)
+            history.observe(obs)
+    if score and traj.turns:
+        _score_replay(policy, traj.turns)
+    return traj
+
+
+def _score_replay(policy: Policy, turns: list[Turn]) -> None:
+    """Fill ``logp_old`` of ``turns`` with one ``policy.logprobs`` call (masked where a turn
+    has ``allowed_tokens``)."""
+    prompts = [t.prompt_ids for t in turns]
+    responses = [t.response_ids for t in turns]
+    masks = [t.allowed_tokens for t in turns]
+    if any(m is not None for m in masks):
+        logps = policy.logprobs(prompts, responses, allowed_tokens=masks)
+    else:
+        logps = policy.logprobs(prompts, responses)
+    for turn, logp in zip(turns, logps, strict=True):
+        turn.logp_old = logp.detach().float()
 
 
 def _check_parent(parent: Trajectory, k: int, cfg: RolloutConfig) -> None:

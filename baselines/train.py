@@ -325,15 +325,17 @@ def rl_step(
     plan.run("grad_hook", batch, ctx)
     torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
     optimizer.step()
-    outcomes = batch.outcomes()
-    valid = [t.info.get("action_valid", True) for tr in batch.trajectories for t in tr.turns]
+    # Rollout statistics over fresh episodes only: branches are started where a sampler chose
+    # to, and edited copies carry bonus outcomes, so either would bias them.
+    fresh = [t for t in batch.trajectories if t.parent_id is None and not t.edited]
+    valid = [turn.info.get("action_valid", True) for t in fresh for turn in t.turns]
     return {
         **metrics,
         **batch.metrics,
         "loss": float(loss.detach()),
-        "success": float(outcomes.mean()),
-        "invalid_rate": 1.0 - float(np.mean(valid)),
-        "turns": float(np.mean([len(t.turns) for t in batch.trajectories])),
+        "success": float(np.mean([t.outcome for t in fresh])) if fresh else float("nan"),
+        "invalid_rate": 1.0 - float(np.mean(valid)) if valid else float("nan"),
+        "turns": float(np.mean([len(t.turns) for t in fresh])) if fresh else float("nan"),
     }
 
 

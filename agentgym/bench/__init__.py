@@ -23,18 +23,27 @@ PARTS = {
 
 
 def run_bench(
-    part: str, console: Console, quick: bool = False, variants: str | None = None
+    part: str,
+    console: Console,
+    quick: bool = False,
+    variants: str | None = None,
+    rl_steps: int | None = None,
 ) -> dict[str, Any]:
     """Run one part's benchmark and print its tables (``quick``: small sizes, a smoke run;
-    ``variants``: comma-separated credit variants, for the learning part)."""
+    ``variants``: comma-separated credit variants and ``rl_steps``: each variant's RL steps,
+    both for the learning part only)."""
     if part not in PARTS:
         raise BadInput(f"unknown bench part {part!r}: available: {', '.join(PARTS)}")
+    options: dict[str, Any] = {}
+    if variants is not None:
+        options["variants"] = tuple(v.strip() for v in variants.split(",") if v.strip())
+    if rl_steps is not None:
+        if rl_steps < 1:
+            raise BadInput(f"--rl-steps must be at least 1, got {rl_steps}")
+        options["rl_steps"] = rl_steps
+    if options and part != "learning":
+        flags = ", ".join(f"--{k.replace('_', '-')}" for k in options)
+        raise BadInput(f"{flags} applies to bench learning only, not {part!r}")
     module = importlib.import_module(PARTS[part])
-    if variants is None:
-        doc: dict[str, Any] = module.run(console, quick=quick)
-    elif part == "learning":
-        names = tuple(v.strip() for v in variants.split(",") if v.strip())
-        doc = module.run(console, quick=quick, variants=names)
-    else:
-        raise BadInput(f"--variants applies to bench learning only, not {part!r}")
+    doc: dict[str, Any] = module.run(console, quick=quick, **options)
     return doc

@@ -56,12 +56,18 @@ QUICK = Budget(
 
 
 def run(
-    console: Console, quick: bool = False, variants: tuple[str, ...] = ("grpo", "gigpo")
+    console: Console,
+    quick: bool = False,
+    variants: tuple[str, ...] = ("grpo", "gigpo"),
+    rl_steps: int | None = None,
 ) -> dict[str, Any]:
-    """Warm start, the variants, the evaluations, the comparisons; prints two tables."""
+    """Warm start, the variants, the evaluations, the comparisons; prints two tables.
+    ``rl_steps`` replaces the budget's RL steps per variant."""
     from agentgym.baselines.credit import compose
 
     budget = QUICK if quick else FULL
+    if rl_steps is not None:
+        budget = replace(budget, train=replace(budget.train, steps=rl_steps))
     variants = tuple(dict.fromkeys(variants))
     if not variants:
         raise BadInput("--variants needs at least one credit variant")

@@ -11,9 +11,10 @@ from agentgym.bench import run_bench
 
 
 def test_quick_run_reports_every_checkpoint_and_the_paired_comparisons():
-    doc = run_bench("learning", Console(file=io.StringIO(), width=200), quick=True)
+    doc = run_bench("learning", Console(file=io.StringIO(), width=200), quick=True, rl_steps=3)
     variants = [r["variant"] for r in doc["rows"]]
-    assert variants[0] == "sft" and variants.count("grpo") == variants.count("gigpo") == 2
+    assert variants[0] == "sft" and variants.count("grpo") == variants.count("gigpo") == 3
+    assert doc["budget"]["steps"] == 3
     assert all(r["n"] == doc["budget"]["test_seeds"] for r in doc["rows"])
     seconds = [r["seconds"] for r in doc["rows"] if r["variant"] == "grpo"]
     assert seconds == sorted(seconds) and seconds[0] >= doc["rows"][0]["seconds"]
@@ -37,3 +38,7 @@ def test_clashing_or_misplaced_variants_exit_2_before_any_work():
     assert clash.returncode == 2 and "grpo and rloo" in clash.stderr
     misplaced = _cli("search", "--quick", "--variants", "grpo")
     assert misplaced.returncode == 2 and "learning only" in misplaced.stderr
+    steps = _cli("trainer", "--quick", "--rl-steps", "3")
+    assert steps.returncode == 2 and "--rl-steps applies to bench learning only" in steps.stderr
+    zero = _cli("learning", "--quick", "--rl-steps", "0")
+    assert zero.returncode == 2 and "at least 1" in zero.stderr

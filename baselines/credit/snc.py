@@ -1,0 +1,210 @@
+"""SNC: structured same-state credit with dependency propagation, for search agents that act
+through a finite menu over an entity–sentence graph (CREDIT.md §16; [D]: derived, the paper
+was not found; cross-check GDCR/SAPO, arXiv 2605.29697).
+
+Three terms, no extra forward pass:
+
+* episode: ``A^E_i = R_i − mean_g R`` (GiGPO's mean_norm, episode rows weighted by length
+  as in the reference code, or per rollout);
+* frontier-relative (same-state) term: step samples of a group that act from the same menu
+  state (``turn.state_key``) form a bucket; ``A^SNC_{i,k} = R^s_{i,k} − mean_bucket R^s`` with
+  the discounted step return ``R^s_{i,k} = Σ_{k'≥k} γ^{k'−k} r_{i,k'}`` (outcome R_i in the
+  last step's r; a singleton bucket gives 0);
+* dependency credit: per rollout, edge ``b → a`` when turn ``a`` consumes a graph node that
+  turn ``b < a`` produced (``info["provenance"]``; the latest earlier producer of the node,
+  or every one). Each turn's credit ``c(a)`` (``dep_credit``: its A^SNC, the outcome-carrying
+  last turn's A^E_i, or both) flows back to the turns it depends on:
+  ``D(b) = Σ_{a reachable from b} γ_dep^{dist(b,a)} c(a)`` with ``dist`` the fewest edges
+  from b to a; a turn's own credit is not added to itself (it already has it).
+
+``A_{i,k,t} = (A^E_i + ω A^SNC_{i,k} + λ D_{i,k}) · m_t``. With ``lam = 0`` this is GiGPO in
+mean_norm mode with exact state keys.
+
+Provenance in the menu search env (``agentgym/Search-Menu-*``): ``produced`` and
+``consumed`` are the node ids of the last action only (a search produces entity nodes
+``e:<id>``; expand/follow consume an entity node (follow also the sentence it follows) and
+produce the page's sentence nodes ``s:<page>:<k>``; read consumes a sentence and produces the
+entity and value nodes it mentions; answer consumes the node it names), while ``visited`` and
+``cited`` accumulate over the episode. So the per-turn sets are used as they are, no
+differencing. A turn without ``provenance`` (or an env that gives none) has no edges, and the
+dependency term is 0 there.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from agentgym.baselines.credit import Batch, Context, CreditVariant, Key, Trajectory, register
+from agentgym.core.errors import BadInput
+
+EPISODE_STATS = ("steps", "rollouts")
+DEP_CREDITS = ("snc", "outcome", "both")
+PRODUCERS = ("latest", "all")
+
+
+def dependency_parents(traj: Trajectory, producers: str = "latest") -> list[set[int]]:
+    """Per turn ``a``, the turns ``b < a`` that produced a node turn ``a`` consumes.
+
+    Args:
+        traj: a rollout whose turns' ``info["provenance"]`` holds the per-action ``produced``
+            and ``consumed`` node ids (turns without it have no edges).
+        producers: "latest" links a consumed node to the most recent earlier turn that
+            produced it, "all" to every earlier turn that did.
+    """
+    made: dict[str, list[int]] = {}
+    parents: list[set[int]] = []
+    for a, turn in enumerate(traj.turns):
+        prov = turn.info.get("provenance") or {}
+        mine: set[int] = set()
+        for node in prov.get("consumed", ()):
+            by = made.get(node)
+            if by:
+                mine.update(by if producers == "all" else by[-1:])
+        parents.append(mine)
+        for node in prov.get("produced", ()):
+            made.setdefault(node, []).append(a)
+    return parents
+
+
+def propagate(parents: list[set[int]], credit: list[float], gamma_dep: float) -> list[float]:
+    """``D(b) = Σ_{a ≠ b reachable from b} γ_dep^{dist(b,a)} c(a)`` over the dependency graph
+    given by ``parents`` (``dist`` = fewest edges, found by a breadth-first walk back from
+    each credited turn)."""
+    D = [0.0] * len(credit)
+    for a, c in enumerate(credit):
+        if c == 0.0:
+            continue
+        dist = {a: 0}
+        queue = deque([a])
+        while queue:
+            x = queue.popleft()
+            for b in parents[x]:
+                if b not in dist:
+                    dist[b] = dist[x] + 1
+                    queue.append(b)
+        for b, d in dist.items():
+            if d > 0:
+                D[b] += gamma_dep**d * c
+    return D
+
+
+@register("snc")
+class SNC(CreditVariant):
+    """Structured same-state credit (CREDIT.md §16): episode advantage + ω · same-menu-state
+    step advantage + λ · credit propagated back along the rollout's dependency graph."""
+
+    requires_info = frozenset({"state_key", "admissible_actions", "provenance"})
+
+    @dataclass(frozen=True)
+    class Config:
+        omega: float = 1.0
+        """ω, weight of the frontier-relative same-state term A^SNC."""
+        lam: float = 0.5
+        """λ, weight of the dependency credit D (0: off)."""
+        gamma: float = 0.95
+        """γ of the step returns R^s, per turn."""
+        gamma_dep: float = 0.9
+        """γ_dep, decay per dependency edge."""
+        dep_credit: str = "both"
+        """what each turn passes back: "snc" (its A^SNC), "outcome" (only the last turn, its
+        rollout's A^E) or "both" (A^SNC, plus A^E on the last turn)."""
+        producers: str = "latest"
+        """a consumed node depends on the "latest" earlier turn that produced it, or on "all"
+        of them."""
+        episode_stats: str = "steps"
+        """mean of A^E over "steps" (each step row carries its rollout's R, as GiGPO's
+        reference code) or over "rollouts"."""
+
+        def __post_init__(self):
+            for name, value, valid in (
+                ("dep_credit", self.dep_credit, DEP_CREDITS),
+                ("producers", self.producers, PRODUCERS),
+                ("episode_stats", self.episode_stats, EPISODE_STATS),
+            ):
+                if value not in valid:
+                    raise BadInput(f"snc {name} must be one of {valid}, got {value!r}")
+            if not 0.0 <= self.gamma_dep <= 1.0:
+                raise BadInput(f"snc gamma_dep must be in [0, 1], got {self.gamma_dep}")
+
+    @staticmethod
+    def _centred(x: Tensor, rows: Tensor) -> Tensor:
+        """``x − mean(rows)``; 0 when all rows are equal (or there is one)."""
+        if bool((rows == rows[0]).all()):
+            return torch.zeros_like(x)
+        return x - rows.mean()
+
+    def advantages(self, batch: Batch, ctx: Context) -> None:
+        cfg = self.cfg
+        R = batch.outcomes()
+        groups = batch.groups()
+
+        # 1. episode term A^E_i
+        A_E = torch.zeros_like(R)
+        for idx in groups.values():
+            rows = R[idx]
+            if cfg.episode_stats == "steps":
+                K = torch.tensor([len(batch.trajectories[i].turns) for i in idx], device=R.device)
+                rows = rows.repeat_interleave(K)
+            if rows.numel():
+                A_E[idx] = self._centred(R[idx], rows)
+
+        # 2. discounted step returns R^s_{i,k}, outcome in the last step's reward
+        R_s: dict[Key, float] = {}
+        for i, traj in enumerate(batch.trajectories):
+            running = 0.0
+            for k in reversed(range(len(traj.turns))):
+                r = traj.turns[k].reward + (traj.outcome if k == len(traj.turns) - 1 else 0.0)
+                running = r + cfg.gamma * running
+                R_s[(i, k)] = running
+
+        # 3. frontier-relative term: same menu state within the group
+        A_S: dict[Key, float] = {}
+        sizes = []
+        for idx in groups.values():
+            buckets: dict[str, list[Key]] = {}
+            for i in idx:
+                for k, turn in enumerate(batch.trajectories[i].turns):
+                    if turn.state_key is None:
+                        raise ValueError(
+                            f"snc: trajectory {i} turn {k} has no state_key; the rollout must "
+                            "record info['state_key'] of the state each turn acted from"
+                        )
+                    buckets.setdefault(turn.state_key, []).append((i, k))
+            for bucket in buckets.values():
+                returns = torch.tensor([R_s[key] for key in bucket], dtype=torch.float64)
+                for key, a in zip(bucket, self._centred(returns, returns).tolist(), strict=True):
+                    A_S[key] = a
+                sizes.append(len(bucket))
+
+        # 4. dependency credit D_{i,k}, propagated back along each rollout's provenance
+        D: dict[Key, float] = {}
+        n_edges = 0
+        for i, traj in enumerate(batch.trajectories):
+            n = len(traj.turns)
+            credit = [0.0] * n
+            if cfg.dep_credit in ("snc", "both"):
+                credit = [A_S[(i, k)] for k in range(n)]
+            if cfg.dep_credit in ("outcome", "both") and n:
+                credit[-1] += float(A_E[i])
+            parents = dependency_parents(traj, cfg.producers)
+            n_edges += sum(len(p) for p in parents)
+            for k, d in enumerate(propagate(parents, credit, cfg.gamma_dep)):
+                D[(i, k)] = d
+
+        # 5. A_{i,k,t} = (A^E_i + ω A^SNC_{i,k} + λ D_{i,k}) m_t
+        batch.advantages = {}
+        all_keys = batch.keys()
+        for i, k in all_keys:
+            m = batch.trajectories[i].turns[k].mask()
+            a = float(A_E[i]) + cfg.omega * A_S[(i, k)] + cfg.lam * D[(i, k)]
+            batch.advantages[(i, k)] = a * m
+        n_turns = max(1, len(D))
+        batch.metrics["snc/dependency_edges_per_turn"] = n_edges / n_turns
+        batch.metrics["snc/dependency_credit_abs_mean"] = sum(abs(d) for d in D.values()) / n_turns
+        if sizes:
+            batch.metrics["snc/bucket_size_mean"] = sum(sizes) / len(sizes)
+            batch.metrics["snc/singleton_fraction"] = sum(s == 1 for s in sizes) / len(sizes)
