@@ -58,12 +58,12 @@ def test_ray_backend_gives_identical_records_and_writes_nothing_home(local_run, 
 
 
 SLOW_AGENT = """
-import time
+import os, time
 from agentgym.agents.builtin import RandomAgent
 
 class Slow(RandomAgent):
     def act(self, observation, info):
-        time.sleep(0.01)
+        time.sleep(float(os.environ.get("SLOW_AGENT_SECONDS", "0.01")))
         return super().act(observation, info)
 """
 
@@ -151,7 +151,8 @@ def test_ctrl_c_flushes_and_says_how_to_resume(tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.Popen(
         _eval_cmd(out),
-        env=env,
+        # slow enough that the run is still going when Ctrl-C comes, even on a busy machine
+        env={**env, "SLOW_AGENT_SECONDS": "0.2"},
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
