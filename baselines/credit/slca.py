@@ -53,6 +53,7 @@ class SLCA(CreditVariant):
     """SLCA-GRPO (OpenReview eNdfzfHBW5): separate group z-scores of an execution reward and
     a summary reward, each routed only to its own segment's tokens."""
 
+    requires_info = frozenset({"segments"})  # the char spans routed to tokens
     aggregation = "seq-mean-token-mean"
 
     @dataclass(frozen=True)
