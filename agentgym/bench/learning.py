@@ -91,17 +91,18 @@ def _run(
     train(base, work / "warm")
     sft_ckpt = work / "warm" / "sft"
     sft_seconds = _train_seconds(sft_ckpt)
-    rows = [_row("sft", 0, sft_seconds, _evaluate(sft_ckpt, budget))]
+    rows = [_row("sft", 0, sft_seconds, 0, _evaluate(sft_ckpt, budget))]
     finals: dict[str, dict[str, Any]] = {"sft": rows[0].pop("doc")}
     for name in variants:
         console.print(f"{name}: {budget.train.steps} RL steps from the warm start")
         out = work / name
         cfg = replace(base, credit=name, init=str(sft_ckpt), sft_steps=0, steps=budget.train.steps)
         train(cfg, out)
+        tokens = _cumulative_tokens(out / "metrics.csv")
         for ckpt in sorted((out / "steps").iterdir()):
             doc = _evaluate(ckpt, budget)
             step = int(ckpt.name.split("_")[1])
-            row = _row(name, step, sft_seconds + _train_seconds(ckpt), doc)
+            row = _row(name, step, sft_seconds + _train_seconds(ckpt), tokens[step], doc)
             finals[name] = row.pop("doc")
             rows.append(row)
     comparisons = {}
@@ -140,12 +141,28 @@ def _train_seconds(ckpt: Path) -> float:
     return float(manifest["config"]["train_seconds"])
 
 
-def _row(variant: str, step: int, seconds: float, doc: dict[str, Any]) -> dict[str, Any]:
+def _cumulative_tokens(metrics_csv: Path) -> dict[int, int]:
+    """RL step -> policy-loss tokens trained on up to and including that step."""
+    import csv
+
+    total, out = 0, {}
+    with metrics_csv.open() as f:
+        for row in csv.DictReader(f):
+            if row["phase"] == "rl":
+                total += int(float(row.get("tokens") or 0))
+                out[int(row["step"])] = total
+    return out
+
+
+def _row(
+    variant: str, step: int, seconds: float, tokens: int, doc: dict[str, Any]
+) -> dict[str, Any]:
     agg = doc["aggregates"][ENV_ID]
     return {
         "variant": variant,
         "rl_step": step,
         "seconds": round(seconds, 1),
+        "rl_tokens": tokens,
         "n": agg["n"],
         "mean": agg["mean"],
         "ci_low": agg["ci_low"],
@@ -166,11 +183,16 @@ def _print(
     budget: Budget,
 ) -> None:
     title = f"{ENV_ID}, test split, {budget.test_seeds} seeds, greedy"
-    table = Table("variant", "RL step", "train s", "success", "95% CI", title=title)
+    table = Table("variant", "RL step", "train s", "RL tokens", "success", "95% CI", title=title)
     for r in rows:
         ci = f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
         table.add_row(
-            r["variant"], str(r["rl_step"]), f"{r['seconds']:.0f}", f"{r['mean']:.3f}", ci
+            r["variant"],
+            str(r["rl_step"]),
+            f"{r['seconds']:.0f}",
+            str(r["rl_tokens"]),
+            f"{r['mean']:.3f}",
+            ci,
         )
     console.print(table)
     if comparisons:

@@ -18,6 +18,8 @@ def test_quick_run_reports_every_checkpoint_and_the_paired_comparisons():
     assert all(r["n"] == doc["budget"]["test_seeds"] for r in doc["rows"])
     seconds = [r["seconds"] for r in doc["rows"] if r["variant"] == "grpo"]
     assert seconds == sorted(seconds) and seconds[0] >= doc["rows"][0]["seconds"]
+    tokens = [r["rl_tokens"] for r in doc["rows"] if r["variant"] == "grpo"]
+    assert doc["rows"][0]["rl_tokens"] == 0 and 0 < tokens[0] < tokens[1] < tokens[2]
     assert set(doc["comparisons"]) == {"grpo vs sft", "gigpo vs grpo"}
     assert all(c["n_pairs"] == doc["budget"]["test_seeds"] for c in doc["comparisons"].values())
     assert set(doc["goal"]) == {"success", "seconds", "met"}
