@@ -41,7 +41,7 @@ from agentgym.baselines.credit.grpo import check_zero_std
 from agentgym.baselines.segments import fill_segment_tags
 from agentgym.core.errors import BadInput
 
-OTHER = ("tool", "summary", "none")
+OTHER = ("turn", "tool", "summary", "none")
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -62,9 +62,14 @@ class SLCA(CreditVariant):
         """segment tags whose tokens get A^tool."""
         summary_tags: tuple[str, ...] = ("summary", "answer", "conclusion")
         """segment tags whose tokens get A^sum."""
-        other: str = "tool"
-        """tokens of any other tag (think, markup, eos): follow "tool", "summary" or "none"
-        (advantage 0)."""
+        other: str = "turn"
+        """tokens of any other tag (think, markup, an item's "answer: " prefix, eos): "turn"
+        joins the segment of their own turn (summary when the turn has summary tokens and no
+        tool tokens, else tool), or always "tool", "summary", or "none" (advantage 0).
+        CREDIT.md §10 lets them follow the tool segment; on menu envs that credits the
+        decision to answer (the item's first tokens) with the tool reward, and the tool
+        proxy (evidence read) then teaches the policy never to answer, so "turn" is the
+        default."""
         exec_reward: str = "hierr"
         """reward_components key of the execution reward, averaged over the turns with it."""
         exec_fallback: str = "progress"
@@ -171,6 +176,7 @@ class SLCA(CreditVariant):
             tool = {None, *tool}
         elif cfg.other == "summary":
             summary = {None, *summary}
+        turn_mode = cfg.other == "turn"
         shares = torch.zeros(3)  # policy tokens routed to tool, summary, nowhere
         batch.advantages = {}
         for i in sorted(kept):
@@ -183,8 +189,15 @@ class SLCA(CreditVariant):
                         f"{m.numel()} response tokens"
                     )
                 known = [t if t in cfg.tool_tags or t in cfg.summary_tags else None for t in tags]
-                M_tool = torch.tensor([t in tool for t in known], device=m.device).float()
-                M_sum = torch.tensor([t in summary for t in known], device=m.device).float()
+                in_tool = [t in tool for t in known]
+                in_sum = [t in summary for t in known]
+                if turn_mode:  # other tokens join their turn's own segment
+                    to_sum = any(in_sum) and not any(in_tool)
+                    fill = [t is None for t in known]
+                    in_tool = [a or (f and not to_sum) for a, f in zip(in_tool, fill, strict=True)]
+                    in_sum = [a or (f and to_sum) for a, f in zip(in_sum, fill, strict=True)]
+                M_tool = torch.tensor(in_tool, device=m.device).float()
+                M_sum = torch.tensor(in_sum, device=m.device).float()
                 A_tok = M_tool * A_tool[i].to(m.device) + M_sum * A_sum[i].to(m.device)
                 batch.advantages[(i, k)] = A_tok * m
                 shares += torch.stack(

@@ -69,7 +69,7 @@ def test_tool_tokens_get_the_execution_z_and_answer_tokens_the_preference_z():
     batch = disagreeing_group()
     adv = run(batch)
     for i in range(3):
-        # think and untagged tokens follow the tool segment by default
+        # think and untagged tokens of a turn with tool tokens follow the tool segment
         expected = [Z_EXEC[i]] * 3 + [Z_PREF[i]] * 2 + [Z_EXEC[i]]
         torch.testing.assert_close(adv[(i, 0)], torch.tensor(expected), rtol=0, atol=1e-6)
     assert batch.metrics["slca/omission_rate"] == pytest.approx(1 / 3)
@@ -101,6 +101,25 @@ def test_other_tokens_can_follow_the_summary_or_nothing(other, index):
         assert adv[(i, 0)][0].item() == pytest.approx(value, abs=1e-6)  # think
         assert adv[(i, 0)][5].item() == pytest.approx(value, abs=1e-6)  # untagged
         assert adv[(i, 0)][1].item() == pytest.approx(Z_EXEC[i], abs=1e-6)
+
+
+def test_a_menu_answer_item_is_credited_by_the_summary_reward_as_a_whole():
+    # "answer: Triara Works" + eos: only the argument is tagged; the item's first tokens
+    # decide to answer at all, and by default they join their turn's segment (the summary)
+    answer_turn = ["", "", "answer", "answer", ""]
+    group = Batch(trajectories=disagreeing_group().trajectories)
+    for traj in group.trajectories:
+        traj.turns[0].segment_tags = list(answer_turn)
+        traj.turns[0].response_ids = torch.arange(len(answer_turn))
+    adv = run(group)
+    for i in range(3):
+        torch.testing.assert_close(adv[(i, 0)], torch.full((5,), Z_PREF[i]), rtol=0, atol=1e-6)
+    for traj in group.trajectories:
+        traj.turns[0].segment_tags = list(answer_turn)
+    adv = run(group, {"slca": {"other": "tool"}})  # CREDIT.md's literal rule
+    for i in range(3):
+        assert adv[(i, 0)][0].item() == pytest.approx(Z_EXEC[i], abs=1e-6)
+        assert adv[(i, 0)][2].item() == pytest.approx(Z_PREF[i], abs=1e-6)
 
 
 def test_observation_tokens_stay_zero():
