@@ -73,6 +73,10 @@ def _journal_lines(out):
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+def _default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _wait_for_episodes(out, n, timeout=120):
     """Block until the journal of ``out`` holds ``n`` finished episodes."""
     path, end = journal_path(out), time.monotonic() + timeout
@@ -153,6 +157,8 @@ def test_ctrl_c_flushes_and_says_how_to_resume(tmp_path):
         _eval_cmd(out),
         # slow enough that the run is still going when Ctrl-C comes, even on a busy machine
         env={**env, "SLOW_AGENT_SECONDS": "0.2"},
+        # a test run started in the background inherits SIGINT ignored; Ctrl-C must reach it
+        preexec_fn=_default_sigint,
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
