@@ -343,6 +343,8 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     """Warm start, then ``cfg.steps`` RL steps; the final checkpoint is ``out`` itself."""
     plan = compose(cfg.credit, credit_settings(cfg))
     rollout_config(cfg)  # a bad layout fails before any work
+    if not 0.0 <= cfg.sft_noise <= 1.0:
+        raise BadInput(f"--sft-noise is a probability in [0, 1], got {cfg.sft_noise}")
     pool = EnvPool(cfg.env, cfg.tasks_per_step * cfg.group_size, split="train")
     plan.check(make(cfg.env))  # refuse an env lacking what a variant needs, before any work
     torch.manual_seed(cfg.seed)

@@ -126,6 +126,7 @@ def test_noisy_warm_start_leaves_the_oracle_path_deterministically(setup):
         (("--steps", "many"), "--steps expects int"),
         (("--colour", "red"), "unknown option --colour"),
         (("--credit-settings", "{bad"), "not valid JSON"),
+        (("--sft-noise", "1.5"), "--sft-noise is a probability in [0, 1], got 1.5"),
         (("--credit-settings", '{"gigpo": {}}'), "which --credit 'grpo' lacks"),
         (("--credit-settings", '{"grpo": {"zero_stdd": 1}}'), "unknown grpo settings"),
     ],
