@@ -99,6 +99,16 @@ class Trajectory:
     """edited off-policy (DRE): ``logp_old`` must be recomputed."""
     extras: dict[str, Any] = field(default_factory=dict)
 
+    def step_returns(self, gamma: float) -> list[float]:
+        """Discounted step returns ``G_k = Σ_{k'≥k} γ^{k'−k} r_{k'}``, one per turn, with the
+        outcome ``R`` counted in the last turn's reward (GiGPO's ``R^s_{i,k}``)."""
+        G, running = [0.0] * len(self.turns), 0.0
+        for k in reversed(range(len(self.turns))):
+            r = self.turns[k].reward + (self.outcome if k == len(self.turns) - 1 else 0.0)
+            running = r + gamma * running
+            G[k] = running
+        return G
+
 
 @dataclass
 class Batch:

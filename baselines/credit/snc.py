@@ -153,13 +153,11 @@ class SNC(CreditVariant):
                 A_E[idx] = self._centred(R[idx], rows)
 
         # 2. discounted step returns R^s_{i,k}, outcome in the last step's reward
-        R_s: dict[Key, float] = {}
-        for i, traj in enumerate(batch.trajectories):
-            running = 0.0
-            for k in reversed(range(len(traj.turns))):
-                r = traj.turns[k].reward + (traj.outcome if k == len(traj.turns) - 1 else 0.0)
-                running = r + cfg.gamma * running
-                R_s[(i, k)] = running
+        R_s: dict[Key, float] = {
+            (i, k): G_k
+            for i, traj in enumerate(batch.trajectories)
+            for k, G_k in enumerate(traj.step_returns(cfg.gamma))
+        }
 
         # 3. frontier-relative term: same menu state within the group
         A_S: dict[Key, float] = {}

@@ -282,16 +282,6 @@ def sibling_advantages(batch: Batch, forest: Forest | None = None) -> dict[Key, 
     return out
 
 
-def step_returns(traj: Trajectory, gamma: float) -> list[float]:
-    """``G_k = Σ_{k'≥k} γ^{k'−k} r_{k'}`` with the outcome in the last turn's reward."""
-    G, running = [0.0] * len(traj.turns), 0.0
-    for k in reversed(range(len(traj.turns))):
-        r = traj.turns[k].reward + (traj.outcome if k == len(traj.turns) - 1 else 0.0)
-        running = r + gamma * running
-        G[k] = running
-    return G
-
-
 def same_state_advantages(
     batch: Batch, gamma: float, tree_mean: bool = True, forest: Forest | None = None
 ) -> dict[Key, float]:
@@ -307,7 +297,7 @@ def same_state_advantages(
         ``(i, k) -> float`` for every own turn.
     """
     forest = forest or Forest(batch)
-    G = [step_returns(traj, gamma) for traj in batch.trajectories]
+    G = [traj.step_returns(gamma) for traj in batch.trajectories]
     value = forest.mean_through(lambda t, j: G[t][j]) if tree_mean else None
     buckets: dict[tuple[str, str], list[Key]] = {}
     for i, k in forest.owned():
