@@ -29,3 +29,33 @@ def policy() -> TinyPolicy:
     torch.manual_seed(0)
     tokenizer = train_tokenizer(collect_env_text(SMALL, episodes=10), vocab_size=600)
     return TinyPolicy.from_preset("nano", tokenizer, max_len=4096)
+
+
+def oracle_trajectory(tokenizer, env_id, task, seed, group):
+    """A winning rollout of ``env_id``'s oracle, tokenized like the policy's turns (each
+    turn records its action and the state key it acted from)."""
+    import gymnasium as gym
+
+    from agentgym.baselines.credit import Trajectory, Turn
+
+    env = gym.make(env_id)
+    _, info = env.reset(seed=seed, options={"task_id": task})
+    out = Trajectory(task, group, seed)
+    done = False
+    while not done:
+        action = env.unwrapped.oracle_action()
+        state = info["state_key"]
+        _, reward, terminated, truncated, info = env.step(action)
+        ids = torch.tensor([*tokenizer.encode(action), tokenizer.eos_id])
+        out.turns.append(
+            Turn(torch.arange(2), ids, state_key=state, info=info, extras={"action": action})
+        )
+        done = terminated or truncated
+    out.outcome, out.terminated = float(reward), True
+    return out
+
+
+@pytest.fixture
+def oracle_rollout():
+    """:func:`oracle_trajectory`, for tests that add a winning rollout to a group."""
+    return oracle_trajectory

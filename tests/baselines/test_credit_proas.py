@@ -172,29 +172,10 @@ def test_proas_chains_after_any_estimator():
 # ---------------------------------------------------------------- real rollouts
 
 
-def oracle_trajectory(tokenizer, env_id, task, seed, group):
-    """A winning rollout of the env's oracle, tokenized like the policy's turns."""
-    env = gym.make(env_id)
-    _, info = env.reset(seed=seed, options={"task_id": task})
-    out = Trajectory(task, group, seed)
-    done = False
-    while not done:
-        action = env.unwrapped.oracle_action()
-        state = info["state_key"]
-        _, reward, terminated, truncated, info = env.step(action)
-        ids = torch.tensor([*tokenizer.encode(action), tokenizer.eos_id])
-        out.turns.append(
-            Turn(torch.arange(2), ids, state_key=state, info=info, extras={"action": action})
-        )
-        done = terminated or truncated
-    out.outcome, out.terminated = float(reward), True
-    return out
-
-
 @pytest.mark.parametrize(
     ("env_id", "spec"), [(SMALL, "proas"), (SMALL, "gigpo+proas"), (FREE, "proas")]
 )
-def test_proas_on_real_rollouts(policy, env_id, spec):
+def test_proas_on_real_rollouts(policy, oracle_rollout, env_id, spec):
     pool = EnvPool(env_id, 4, max_turns=4)
     tasks = pick_tasks(pool, 2, np.random.default_rng(2))
     trajs = collect(policy, pool, tasks, 2, RolloutConfig(max_new_tokens=48))
@@ -202,7 +183,7 @@ def test_proas_on_real_rollouts(policy, env_id, spec):
     for g, (task, seed) in enumerate(tasks):
         batch.trajectories += trajs[2 * g : 2 * g + 2]
         batch.trajectories.append(
-            oracle_trajectory(policy.tokenizer, env_id, task, seed, trajs[2 * g].group_id)
+            oracle_rollout(policy.tokenizer, env_id, task, seed, trajs[2 * g].group_id)
         )
     plan, ctx = compose(spec), StepContext(policy=policy)
     compose(spec).check(gym.make(env_id))

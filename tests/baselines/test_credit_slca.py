@@ -282,27 +282,8 @@ def test_untagged_turns_without_a_tokenizer_are_refused():
 # ---------------------------------------------------------------- real rollouts
 
 
-def oracle_trajectory(tokenizer, env_id, task, seed, group):
-    """A winning rollout of the env's oracle, tokenized like the policy's turns."""
-    env = gym.make(env_id)
-    _, info = env.reset(seed=seed, options={"task_id": task})
-    traj = Trajectory(task, group, seed)
-    done = False
-    while not done:
-        action = env.unwrapped.oracle_action()
-        state = info["state_key"]
-        _, reward, terminated, truncated, info = env.step(action)
-        ids = torch.tensor([*tokenizer.encode(action), tokenizer.eos_id])
-        traj.turns.append(
-            Turn(torch.arange(2), ids, state_key=state, info=info, extras={"action": action})
-        )
-        done = terminated or truncated
-    traj.outcome, traj.terminated = float(reward), True
-    return traj
-
-
 @pytest.mark.parametrize("env_id", [SMALL, FREE])
-def test_slca_on_real_rollouts(policy, env_id):
+def test_slca_on_real_rollouts(policy, oracle_rollout, env_id):
     pool = EnvPool(env_id, 4, max_turns=4)
     tasks = pick_tasks(pool, 2, np.random.default_rng(0))
     trajs = collect(policy, pool, tasks, 2, RolloutConfig(max_new_tokens=48))
@@ -311,7 +292,7 @@ def test_slca_on_real_rollouts(policy, env_id):
     for g, (task, seed) in enumerate(tasks):
         batch.trajectories += trajs[2 * g : 2 * g + 2]
         batch.trajectories.append(
-            oracle_trajectory(policy.tokenizer, env_id, task, seed, trajs[2 * g].group_id)
+            oracle_rollout(policy.tokenizer, env_id, task, seed, trajs[2 * g].group_id)
         )
     adv = run(batch, policy=policy)
     slca = SLCA()

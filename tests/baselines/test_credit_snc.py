@@ -182,25 +182,6 @@ def test_the_cli_refuses_the_free_env_with_exit_code_2(tmp_path, capsys):
     assert len(err) == 1 and "snc needs info keys ['admissible_actions']" in err[0]
 
 
-def oracle_trajectory(tokenizer, task, seed, group):
-    """A winning rollout of the menu env's oracle, tokenized like the policy's turns."""
-    env = gym.make(SMALL)
-    _, info = env.reset(seed=seed, options={"task_id": task})
-    out = Trajectory(task, group, seed)
-    done = False
-    while not done:
-        action = env.unwrapped.oracle_action()
-        state = info["state_key"]
-        _, reward, terminated, truncated, info = env.step(action)
-        ids = torch.tensor([*tokenizer.encode(action), tokenizer.eos_id])
-        out.turns.append(
-            Turn(torch.arange(2), ids, state_key=state, info=info, extras={"action": action})
-        )
-        done = terminated or truncated
-    out.outcome, out.terminated = float(reward), True
-    return out
-
-
 def test_menu_provenance_is_per_action_and_visited_accumulates():
     env = gym.make(SMALL)
     _, info = env.reset(seed=3)
@@ -218,7 +199,7 @@ def test_menu_provenance_is_per_action_and_visited_accumulates():
     assert history[-1]["produced"] == [] and len(history[-1]["consumed"]) == 1  # the answer
 
 
-def test_snc_on_real_menu_rollouts(policy):
+def test_snc_on_real_menu_rollouts(policy, oracle_rollout):
     pool = EnvPool(SMALL, 4, max_turns=4)
     tasks = pick_tasks(pool, 2, np.random.default_rng(1))
     trajs = collect(policy, pool, tasks, 2, RolloutConfig(max_new_tokens=48))
@@ -226,7 +207,7 @@ def test_snc_on_real_menu_rollouts(policy):
     for g, (task, seed) in enumerate(tasks):
         batch.trajectories += trajs[2 * g : 2 * g + 2]
         batch.trajectories.append(
-            oracle_trajectory(policy.tokenizer, task, seed, trajs[2 * g].group_id)
+            oracle_rollout(policy.tokenizer, SMALL, task, seed, trajs[2 * g].group_id)
         )
     adv = run(batch, {"snc": {"lam": 0.5}})
     no_dep = run(Batch(trajectories=batch.trajectories), {"snc": {"lam": 0.0}})
