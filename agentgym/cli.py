@@ -248,12 +248,18 @@ def bench(
         int | None,
         typer.Option(help="learning only: RL steps of each variant (default: the budget's)."),
     ] = None,
+    env: Annotated[
+        str | None,
+        typer.Option(
+            help="learning only: env whose recipe to train (default agentgym/Search-Menu-Small-v0)."
+        ),
+    ] = None,
 ) -> None:
     """Measure speed against a peer run in the same process; print a table (and JSON)."""
     from agentgym.bench import run_bench
     from agentgym.harness.results import write_atomic
 
-    doc = run_bench(part, out, quick=quick, variants=variants, rl_steps=rl_steps)
+    doc = run_bench(part, out, quick=quick, variants=variants, rl_steps=rl_steps, env=env)
     if json_out is not None:
         write_atomic(json_out, doc)
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import re
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,9 @@ class TrainConfig:
     """Probability that a warm-start episode takes a random admissible action instead of the
     oracle's (the state is still labelled with the oracle's action): demonstrations then
     show how to recover from mistakes (DART, Laskey et al. 2017)."""
+    sft_think: bool = True
+    """Keep the oracle's <think>…</think> blocks in the demonstrations (off: drop them, e.g.
+    on Search-Free where the oracle's think quotes pages a history-less prompt never shows)."""
     tasks_per_step: int = 8
     """Groups per RL step."""
     group_size: int = 8
@@ -122,6 +126,18 @@ SEARCH_MENU_SMALL = TrainConfig(
 """The tiny policy's recipe on Search-Menu-Small, shared by ``agentgym quickstart`` and
 ``agentgym bench learning`` (which vary only the step counts)."""
 
+SEARCH_FREE_SMALL = replace(
+    SEARCH_MENU_SMALL,
+    env="agentgym/Search-Free-Small-v0",
+    sft_noise=0.0,  # free text lists no admissible actions to stray to
+    sft_think=False,  # the oracle's think quotes pages a history-less prompt never shows
+)
+"""The same recipe on Search-Free-Small (free-text queries and answers, nothing constrained):
+``agentgym bench learning --env agentgym/Search-Free-Small-v0``."""
+
+RECIPES = {cfg.env: cfg for cfg in (SEARCH_MENU_SMALL, SEARCH_FREE_SMALL)}
+"""The tiny policy's recipe per env id."""
+
 
 def credit_settings(cfg: TrainConfig) -> dict[str, Any]:
     """``cfg.credit_settings`` parsed: variant name -> its settings (checked against the
@@ -174,6 +190,8 @@ def load_policy(path: Path) -> Any:
     return policy_cls.load(path)
 
 
+_THINK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
+
 Demo = tuple[torch.Tensor, torch.Tensor]
 """(prompt ids, response ids + eos) of one demonstrated turn."""
 
@@ -200,7 +218,8 @@ def oracle_demos(cfg: TrainConfig, policy: Any) -> list[Demo]:
         while True:
             history.observe(obs)
             action = str(expert.oracle_action())
-            response = [*tokenizer.encode(action), eos]
+            label = action if cfg.sft_think else _THINK.sub("", action)
+            response = [*tokenizer.encode(label), eos]
             demos.append((torch.tensor(history.prompt(window)), torch.tensor(response)))
             admissible = [str(a) for a in info.get("admissible_actions") or ()]
             if admissible and cfg.sft_noise > 0 and rng.random() < cfg.sft_noise:

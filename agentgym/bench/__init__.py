@@ -28,10 +28,11 @@ def run_bench(
     quick: bool = False,
     variants: str | None = None,
     rl_steps: int | None = None,
+    env: str | None = None,
 ) -> dict[str, Any]:
     """Run one part's benchmark and print its tables (``quick``: small sizes, a smoke run;
     ``variants``: comma-separated credit variants and ``rl_steps``: each variant's RL steps,
-    both for the learning part only)."""
+    ``env``: the env whose recipe it trains, all three for the learning part only)."""
     if part not in PARTS:
         raise BadInput(f"unknown bench part {part!r}: available: {', '.join(PARTS)}")
     options: dict[str, Any] = {}
@@ -41,6 +42,8 @@ def run_bench(
         if rl_steps < 1:
             raise BadInput(f"--rl-steps must be at least 1, got {rl_steps}")
         options["rl_steps"] = rl_steps
+    if env is not None:
+        options["env"] = env
     if options and part != "learning":
         flags = ", ".join(f"--{k.replace('_', '-')}" for k in options)
         raise BadInput(f"{flags} applies to bench learning only, not {part!r}")

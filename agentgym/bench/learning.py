@@ -1,9 +1,9 @@
 """Learning on this machine: test-split success against training wall-clock for the tiny
-policy on Search-Menu-Small. One SFT warm start from the oracle's demonstrations, then each
-credit variant from that same checkpoint with the same seed and step budget; every kept
-checkpoint is evaluated greedily on the test split over many seeds through the harness, and
-each variant is compared with grpo (and grpo with SFT alone) through the paired comparison
-of ``agentgym compare``. Evaluation time is never counted as training time.
+policy on Search-Menu-Small (or another env with a recipe, ``--env``). One SFT warm start
+from the oracle's demonstrations, then each credit variant from that same checkpoint with
+the same seed and step budget; every kept checkpoint is evaluated greedily on the test split
+over many seeds through the harness, and each variant is compared with grpo (and grpo with
+SFT alone) through the paired comparison of ``agentgym compare``. Evaluation time is never counted as training time.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from agentgym.baselines.train import SEARCH_MENU_SMALL, TrainConfig
+from agentgym.baselines.train import RECIPES, SEARCH_MENU_SMALL, TrainConfig
 from agentgym.core.errors import BadInput
 
-ENV_ID = "agentgym/Search-Menu-Small-v0"
+ENV_ID = SEARCH_MENU_SMALL.env
 GOAL = {"success": 0.8, "seconds": 15 * 60}
-"""The target: test success of SFT + RL within 15 CPU minutes of training."""
+"""The target on Search-Menu-Small: test success of SFT + RL within 15 CPU minutes of training
+(other envs report no goal)."""
 
 
 @dataclass(frozen=True)
@@ -34,25 +35,38 @@ class Budget:
     train: TrainConfig
     test_seeds: int
 
+    @property
+    def env(self) -> str:
+        return self.train.env
 
-FULL = Budget(
-    replace(SEARCH_MENU_SMALL, steps=40, checkpoint_every=10, tensorboard=False),
-    test_seeds=100,
-)
-QUICK = Budget(
-    replace(
-        SEARCH_MENU_SMALL,
-        preset="nano",
-        sft_steps=20,
-        sft_episodes=10,
-        steps=2,
-        checkpoint_every=1,
-        tasks_per_step=2,
-        group_size=2,
-        tensorboard=False,
-    ),
-    test_seeds=4,
-)
+
+def budget_for(env: str, quick: bool = False) -> Budget:
+    """The full (or quick) budget on ``env``, from its recipe in ``RECIPES``."""
+    if env not in RECIPES:
+        raise BadInput(f"bench learning has no recipe for {env!r}: choose from {sorted(RECIPES)}")
+    recipe = RECIPES[env]
+    if not quick:
+        return Budget(
+            replace(recipe, steps=40, checkpoint_every=10, tensorboard=False), test_seeds=100
+        )
+    return Budget(
+        replace(
+            recipe,
+            preset="nano",
+            sft_steps=20,
+            sft_episodes=10,
+            steps=2,
+            checkpoint_every=1,
+            tasks_per_step=2,
+            group_size=2,
+            tensorboard=False,
+        ),
+        test_seeds=4,
+    )
+
+
+FULL = budget_for(ENV_ID)
+QUICK = budget_for(ENV_ID, quick=True)
 
 
 def run(
@@ -60,19 +74,23 @@ def run(
     quick: bool = False,
     variants: tuple[str, ...] = ("grpo", "gigpo"),
     rl_steps: int | None = None,
+    env: str = ENV_ID,
 ) -> dict[str, Any]:
     """Warm start, the variants, the evaluations, the comparisons; prints two tables.
-    ``rl_steps`` replaces the budget's RL steps per variant."""
+    ``rl_steps`` replaces the budget's RL steps per variant; ``env`` picks the recipe."""
     from agentgym.baselines.credit import compose
+    from agentgym.registry import make
 
-    budget = QUICK if quick else FULL
+    budget = budget_for(env, quick)
     if rl_steps is not None:
         budget = replace(budget, train=replace(budget.train, steps=rl_steps))
     variants = tuple(dict.fromkeys(variants))
     if not variants:
         raise BadInput("--variants needs at least one credit variant")
+    probe = make(budget.env)
     for name in variants:
-        compose(name, None)  # an unknown name or a clash fails now, not after the warm start
+        # an unknown name, a clash or a misfitting env fails now, not after the warm start
+        compose(name, None).check(probe)
     base = replace(budget.train, steps=0)
     work = Path(tempfile.mkdtemp(prefix="agentgym-bench-learning-"))
     try:
@@ -91,7 +109,7 @@ def _run(
     train(base, work / "warm")
     sft_ckpt = work / "warm" / "sft"
     sft_seconds = _train_seconds(sft_ckpt)
-    rows = [_row("sft", 0, sft_seconds, 0, _evaluate(sft_ckpt, budget))]
+    rows = [_row(budget.env, "sft", 0, sft_seconds, 0, _evaluate(sft_ckpt, budget))]
     finals: dict[str, dict[str, Any]] = {"sft": rows[0].pop("doc")}
     for name in variants:
         console.print(f"{name}: {budget.train.steps} RL steps from the warm start")
@@ -102,7 +120,8 @@ def _run(
         for ckpt in sorted((out / "steps").iterdir()):
             doc = _evaluate(ckpt, budget)
             step = int(ckpt.name.split("_")[1])
-            row = _row(name, step, sft_seconds + _train_seconds(ckpt), tokens[step], doc)
+            seconds = sft_seconds + _train_seconds(ckpt)
+            row = _row(budget.env, name, step, seconds, tokens[step], doc)
             finals[name] = row.pop("doc")
             rows.append(row)
     comparisons = {}
@@ -116,24 +135,25 @@ def _run(
     within = [r for r in rows if r["variant"] != "sft" and r["seconds"] <= GOAL["seconds"]]
     return {
         "part": "learning",
-        "env": ENV_ID,
+        "env": budget.env,
         "budget": {**asdict(budget.train), "test_seeds": budget.test_seeds},
         "rows": rows,
         "comparisons": comparisons,
         "ratios": {
-            "best success / goal": round(best["mean"] / GOAL["success"], 3) if best else None,
+            "best success / goal": round(best["mean"] / GOAL["success"], 3)
+            if best and budget.env == ENV_ID
+            else None,
         },
-        "goal": {
-            **GOAL,
-            "met": any(r["mean"] >= GOAL["success"] for r in within),
-        },
+        "goal": {**GOAL, "met": any(r["mean"] >= GOAL["success"] for r in within)}
+        if budget.env == ENV_ID
+        else None,
     }
 
 
 def _evaluate(ckpt: Path, budget: Budget) -> dict[str, Any]:
     from agentgym.harness.evaluate import evaluate
 
-    return evaluate(str(ckpt), [ENV_ID], seeds=budget.test_seeds, root_seed=0, split="test")
+    return evaluate(str(ckpt), [budget.env], seeds=budget.test_seeds, root_seed=0, split="test")
 
 
 def _train_seconds(ckpt: Path) -> float:
@@ -155,9 +175,9 @@ def _cumulative_tokens(metrics_csv: Path) -> dict[int, int]:
 
 
 def _row(
-    variant: str, step: int, seconds: float, tokens: int, doc: dict[str, Any]
+    env: str, variant: str, step: int, seconds: float, tokens: int, doc: dict[str, Any]
 ) -> dict[str, Any]:
-    agg = doc["aggregates"][ENV_ID]
+    agg = doc["aggregates"][env]
     return {
         "variant": variant,
         "rl_step": step,
@@ -182,7 +202,7 @@ def _print(
     comparisons: dict[str, dict[str, Any]],
     budget: Budget,
 ) -> None:
-    title = f"{ENV_ID}, test split, {budget.test_seeds} seeds, greedy"
+    title = f"{budget.env}, test split, {budget.test_seeds} seeds, greedy"
     table = Table("variant", "RL step", "train s", "RL tokens", "success", "95% CI", title=title)
     for r in rows:
         ci = f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]"

@@ -118,6 +118,22 @@ def test_noisy_warm_start_leaves_the_oracle_path_deterministically(setup):
         assert torch.equal(p1, p2) and torch.equal(r1, r2)
 
 
+def test_a_warm_start_without_think_keeps_the_actions_and_drops_the_quotes(setup):
+    policy, _ = setup
+    free = "agentgym/Search-Free-Small-v0"
+    tok = policy.tokenizer
+    kept = oracle_demos(TrainConfig(env=free, sft_episodes=3), policy)
+    dropped = oracle_demos(TrainConfig(env=free, sft_episodes=3, sft_think=False), policy)
+    kept_text = [tok.decode(r[:-1].tolist()) for _, r in kept]
+    dropped_text = [tok.decode(r[:-1].tolist()) for _, r in dropped]
+    assert len(kept) == len(dropped)  # the env played the oracle's real actions both times
+    answers = [t for t in kept_text if "<answer>" in t]
+    assert answers and all(t.startswith("<think>") for t in answers)
+    assert not any("<think>" in t for t in dropped_text)
+    stripped = [t.split("</think>")[-1].strip() if "</think>" in t else t for t in kept_text]
+    assert [t.replace(" ", "") for t in dropped_text] == [t.replace(" ", "") for t in stripped]
+
+
 @pytest.mark.parametrize(
     "args, words",
     [

@@ -44,3 +44,33 @@ def test_clashing_or_misplaced_variants_exit_2_before_any_work():
     assert steps.returncode == 2 and "--rl-steps applies to bench learning only" in steps.stderr
     zero = _cli("learning", "--quick", "--rl-steps", "0")
     assert zero.returncode == 2 and "at least 1" in zero.stderr
+    env = _cli("search", "--quick", "--env", "agentgym/Search-Free-Small-v0")
+    assert env.returncode == 2 and "--env applies to bench learning only" in env.stderr
+
+
+def test_an_env_without_a_recipe_or_a_variant_that_misfits_it_exits_2_before_any_work():
+    unknown = _cli("learning", "--quick", "--env", "agentgym/Search-Menu-Large-v0")
+    assert unknown.returncode == 2 and "no recipe for 'agentgym/Search-Menu-Large-v0'" in (
+        unknown.stderr
+    )
+    misfit = _cli(
+        "learning", "--quick", "--env", "agentgym/Search-Free-Small-v0", "--variants", "snc"
+    )
+    assert misfit.returncode == 2 and "snc needs info keys" in misfit.stderr
+    assert "warm start" not in misfit.stdout
+
+
+def test_the_free_text_recipe_trains_slca_and_dre_from_one_warm_start():
+    console = Console(file=io.StringIO(), width=200)
+    doc = run_bench(
+        "learning",
+        console,
+        quick=True,
+        rl_steps=1,
+        variants="slca,dre",
+        env="agentgym/Search-Free-Small-v0",
+    )
+    assert doc["env"] == "agentgym/Search-Free-Small-v0" and doc["goal"] is None
+    assert doc["budget"]["sft_think"] is False
+    assert [r["variant"] for r in doc["rows"]] == ["sft", "slca", "dre"]
+    assert set(doc["comparisons"]) == set()  # no grpo row to compare against
