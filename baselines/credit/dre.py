@@ -39,7 +39,8 @@ class DRE(CreditVariant):
     reset (the envs are deterministic given task, seed and actions; a rollout without a seed
     or without recorded actions is left alone); a cut counts when the episode terminates on the
     final action with an outcome at least the original's, so an edit never lowers the reward;
-    the bonus is on the fraction of turns removed. Only reset determinism is needed (no
+    the bonus is on the fraction of turns removed; by default the cut must not lower the
+    env's ``progress`` either (``keep_progress``). Only reset determinism is needed (no
     snapshot, no answer checker: the env itself verifies). Rollouts already edited are not
     edited again.
     """
@@ -51,6 +52,13 @@ class DRE(CreditVariant):
         the original for it."""
         length_bonus: float = 0.1
         """outcome bonus per fraction of turns removed: R' = R + length_bonus · removed / K."""
+        keep_progress: bool = True
+        """a cut counts only if the edited episode ends with at least the original's
+        ``info["progress"]`` (on search envs: the share of gold evidence read), where the env
+        reports it. An env that checks the answer string alone verifies "answer at once" as
+        a win, and the edited rollout then teaches the policy to answer what it never read:
+        on Search-Free-Small without this check dre fell to 0.07 test success against
+        grpo's 0.17 after 20 steps."""
 
         def __post_init__(self):
             if self.mode not in MODES:
@@ -119,10 +127,12 @@ class DRE(CreditVariant):
     def earliest_cut(self, ctx: Context, traj: Trajectory, actions: list[Any]) -> int | None:
         """The least ``k`` in ``0 .. K−2`` such that ``actions[:k]`` then ``actions[-1]`` wins
         from ``traj``'s reset with an outcome >= ``traj.outcome``; None when there is none
-        (the rollout is already minimal). Costs up to K(K − 1)/2 env steps."""
+        (the rollout is already minimal). With ``keep_progress`` the cut must also end with
+        at least the original's ``info["progress"]``. Costs up to K(K − 1)/2 env steps."""
         from agentgym.baselines.rollout import EnvPool
 
         env: Any = ctx.envs.envs[0] if isinstance(ctx.envs, EnvPool) else ctx.envs
+        needed = traj.turns[-1].info.get("progress") if self.cfg.keep_progress else None
         for k in range(len(actions) - 1):
             env.reset(seed=traj.seed, options={"task_id": traj.task_id})
             ended = False
@@ -133,8 +143,10 @@ class DRE(CreditVariant):
                     break
             if ended:
                 continue
-            _, reward, terminated, _, _ = env.step(actions[-1])
-            if terminated and float(reward) >= traj.outcome:
+            _, reward, terminated, _, info = env.step(actions[-1])
+            if not (terminated and float(reward) >= traj.outcome):
+                continue
+            if needed is None or float(info.get("progress", 0.0)) >= float(needed):
                 return k
         return None
 

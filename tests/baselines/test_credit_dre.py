@@ -165,6 +165,21 @@ def test_dre_leaves_unreplayable_rollouts_alone(policy, pool, paths):
         compose("dre").run("transform", Batch(), StepContext())
 
 
+def test_dre_never_cuts_the_reading_an_answer_rests_on(policy, pool, oracle_rollout):
+    # On Search-Free an answer is checked by its string alone: answering at once "wins" on
+    # replay, but the policy could only know the answer from the searches it would cut.
+    free = "agentgym/Search-Free-Small-v0"
+    traj = oracle_rollout(policy.tokenizer, free, "q00002", 5, "g")
+    assert traj.outcome == 1.0 and len(traj.turns) >= 3
+    assert traj.turns[-1].info["progress"] == 1.0
+    acts = actions(traj)
+    ctx = StepContext(policy=policy, envs=EnvPool(free, 1), rollout=RolloutConfig())
+    guarded = REGISTRY["dre"]()
+    assert guarded.earliest_cut(ctx, traj, acts) is None
+    naive = REGISTRY["dre"]({"dre": {"keep_progress": False}})
+    assert naive.earliest_cut(ctx, traj, acts) == 0
+
+
 @pytest.mark.parametrize("bad", [{"mode": "swap"}, {"length_bonus": -0.1}])
 def test_dre_refuses_bad_settings(bad):
     with pytest.raises(BadInput, match="dre"):
