@@ -64,15 +64,21 @@ def envs(
     as_json: JsonFlag = False,
 ) -> None:
     """List the registered environment ids."""
-    from agentgym.registry import env_ids, env_info
+    from agentgym.registry import env_ids, env_info, env_note
 
     rows = [env_info(i) for i in env_ids(family)]
+    notes = {r.id: env_note(r.id) for r in rows}
     if as_json:
-        print_json([{"id": r.id, "family": r.family, "description": r.description} for r in rows])
+        print_json(
+            [
+                {"id": r.id, "family": r.family, "description": r.description, "note": notes[r.id]}
+                for r in rows
+            ]
+        )
         return
-    table = Table("id", "family", "description")
+    table = Table("id", "family", "description", "note")
     for r in rows:
-        table.add_row(r.id, r.family, r.description)
+        table.add_row(r.id, r.family, r.description, notes[r.id])
     out.print(table)
 
 
@@ -234,7 +240,9 @@ def ablate(
 def bench(
     part: Annotated[
         str,
-        typer.Argument(help="What to measure: search, harness, leaderboard, trainer, learning."),
+        typer.Argument(
+            help="What to measure: search, tools, harness, leaderboard, trainer, learning."
+        ),
     ],
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write JSON here.")] = None,
     quick: Annotated[

@@ -20,7 +20,7 @@ FAMILIES = ("search", "tools", "text", "web")
 
 # Each family package exposes ``register()``; a family whose optional dependencies are missing
 # raises ImportError there and is skipped.
-_FAMILY_MODULES = {"search": "agentgym.envs.search"}
+_FAMILY_MODULES = {"search": "agentgym.envs.search", "tools": "agentgym.envs.tools"}
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,15 @@ def env_ids(family: str | None = None) -> list[str]:
     if family is not None and family not in FAMILIES:
         raise UnknownEnv(f"unknown family {family!r}: choose one of {', '.join(FAMILIES)}")
     return sorted(i for i, r in _REGISTRY.items() if family is None or r.family == family)
+
+
+def env_note(env_id: str) -> str:
+    """The note the id's env class gives for it (``AgentEnv.registry_note``), or ""."""
+    info = env_info(env_id)
+    module, _, name = info.entry_point.partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    note = getattr(cls, "registry_note", None)
+    return str(note(**info.kwargs)) if note is not None else ""
 
 
 def env_info(env_id: str) -> EnvInfo:

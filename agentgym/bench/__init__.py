@@ -15,6 +15,7 @@ from agentgym.core.errors import BadInput
 
 PARTS = {
     "search": "agentgym.bench.search",
+    "tools": "agentgym.bench.tools",
     "harness": "agentgym.bench.harness",
     "leaderboard": "agentgym.bench.leaderboard",
     "trainer": "agentgym.bench.trainer",

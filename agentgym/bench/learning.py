@@ -3,7 +3,8 @@ policy on Search-Menu-Small (or another env with a recipe, ``--env``). One SFT w
 from the oracle's demonstrations, then each credit variant from that same checkpoint with
 the same seed and step budget; every kept checkpoint is evaluated greedily on the test split
 over many seeds through the harness, and each variant is compared with grpo (and grpo with
-SFT alone) through the paired comparison of ``agentgym compare``. Evaluation time is never counted as training time.
+SFT alone) through the paired comparison of ``agentgym compare``. Evaluation time is never
+counted as training time.
 """
 
 from __future__ import annotations

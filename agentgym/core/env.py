@@ -147,6 +147,12 @@ class AgentEnv(gym.Env[ObsT, ActT], Generic[ObsT, ActT]):
         """Score a (possibly partial) answer against the gold answer, in [0, 1]."""
         raise NotImplementedError(f"{type(self).__name__} has no gold answer")
 
+    @classmethod
+    def registry_note(cls, **kwargs: Any) -> str:
+        """A line ``agentgym envs`` shows beside the id made with ``kwargs`` (e.g. how many
+        entries of an official set were excluded and why); "" for none."""
+        return ""
+
     # ------------------------------------------------------------------ gymnasium API
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

@@ -28,12 +28,16 @@ def test_envs_json_is_exactly_one_document():
     assert {"id": SMALL, "family": "search"}.items() <= next(
         r for r in rows if r["id"] == SMALL
     ).items()
-    assert all(set(r) == {"id", "family", "description"} for r in rows)
+    assert all(set(r) == {"id", "family", "description", "note"} for r in rows)
 
 
 def test_envs_family_filter_and_table():
     assert json.loads(cli("envs", "--family", "search", "--json").stdout)
-    assert json.loads(cli("envs", "--family", "tools", "--json").stdout) == []
+    tools = {r["id"]: r for r in json.loads(cli("envs", "--family", "tools", "--json").stdout)}
+    assert {"agentgym/Tools-Ecommerce-v0", "agentgym/Tools-Travel-Async-v0"} <= set(tools)
+    assert {r["family"] for r in tools.values()} == {"tools"}
+    # BFCL ids say how many entries were excluded for contradicting their own schema
+    assert "excluded (ground truth contradicts" in tools["agentgym/BFCL-Simple-v0"]["note"]
     table = cli("envs")
     assert table.returncode == 0 and SMALL in table.stdout
 

@@ -1,0 +1,342 @@
+"""Tool-call family speed: env time per tool call (validation included) against the same env
+validating with plain jsonschema; virtual-clock latency of asynchronous against synchronous
+calls on the oracle's episodes; BFCL scoring throughput. Every comparison is measured in the
+same run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import jsonschema
+from rich.console import Console
+from rich.table import Table
+
+from agentgym.envs.tools.grammar import parse_action
+from agentgym.envs.tools.scheduler import Scheduler
+from agentgym.envs.tools.schema import Validator
+from agentgym.registry import make
+
+DOMAINS = ("Ecommerce", "Accounts", "Travel")
+GOAL_MS_PER_CALL = 0.2
+GOAL_ASYNC_SPEEDUP = 1.5
+ASYNC_TYPES = ("parallel", "dependent", "multiple")
+LATENCY_SCALES = (1.0, 10.0)
+"""Tool latencies as generated (internal APIs, 50–400 ms) and ten times slower (third-party
+APIs); the LLM's speed stays the same."""
+
+
+class JsonschemaValidator(Validator):
+    """The peer: every call checked by jsonschema's validator (FormatChecker on), the way a
+    backend would do it without compiled validators."""
+
+    def check(self, name: Any, arguments: Any) -> dict[str, Any] | None:
+        if not isinstance(name, str) or name not in self._slow:
+            return self._unknown(name)
+        if isinstance(arguments, dict) and self._slow[name].is_valid(arguments):
+            return None
+        return super().check(name, arguments)
+
+
+def _oracle_actions(env_id: str, tasks: int | None) -> list[tuple[str, list[str]]]:
+    env = make(env_id, split="train")
+    base: Any = env.unwrapped
+    ids = [t for s in ("train", "val", "test") for t in base.task_ids(s)]
+    played = []
+    for task_id in ids[:tasks]:
+        env.reset(options={"task_id": task_id})
+        actions = []
+        while True:
+            action = base.oracle_action()
+            actions.append(action)
+            _, _, term, trunc, _ = env.step(action)
+            if term or trunc:
+                break
+        played.append((task_id, actions))
+    return played
+
+
+def _time_calls(env_id: str, played: list[tuple[str, list[str]]], peer: bool) -> dict[str, float]:
+    """Wall time of the env's steps that carry tool calls, per call (best of 3 passes)."""
+    env = make(env_id)
+    base: Any = env.unwrapped
+    if peer:
+        world = base._world
+        peer_validator = JsonschemaValidator(world.domain.tools())
+        object.__setattr__(base, "_world", _with_validator(world, peer_validator))
+    best = float("inf")
+    calls = 0
+    for _ in range(3):
+        seconds, calls = 0.0, 0
+        for task_id, actions in played:
+            env.reset(options={"task_id": task_id})
+            for action in actions:
+                n = action.count("<tool_call>")
+                start = time.perf_counter()
+                env.step(action)
+                if n:
+                    seconds += time.perf_counter() - start
+                    calls += n
+        best = min(best, seconds)
+    return {"calls": calls, "ms_per_call": 1e3 * best / max(calls, 1)}
+
+
+def _with_validator(world: Any, validator: Validator) -> Any:
+    from dataclasses import replace
+
+    return replace(world, validator=validator, gold_states=world.gold_states)
+
+
+def _validation_us(env_id: str, played: list[tuple[str, list[str]]]) -> tuple[float, float]:
+    """Microseconds per gold call: our validator, then jsonschema's."""
+    world = make(env_id).unwrapped._world  # type: ignore[attr-defined]
+    calls = [
+        (c.name, c.arguments)
+        for task in world.tasks.values()
+        for turn in task.gold_calls
+        for c in turn
+    ]
+    ours = world.validator
+    slow = {
+        t.name: jsonschema.Draft202012Validator(
+            t.parameters, format_checker=jsonschema.FormatChecker()
+        )
+        for t in world.domain.tools()
+    }
+    out = []
+    for check in (lambda n, a: ours.check(n, a), lambda n, a: slow[n].is_valid(a)):
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            for name, arguments in calls:
+                check(name, arguments)
+            best = min(best, time.perf_counter() - start)
+        out.append(1e6 * best / len(calls))
+    return out[0], out[1]
+
+
+def call_rows(tasks: int | None) -> list[dict[str, Any]]:
+    """Env time per tool call, ours against the jsonschema-validating env, per domain."""
+    rows = []
+    for domain in DOMAINS:
+        env_id = f"agentgym/Tools-{domain}-v0"
+        played = _oracle_actions(env_id, tasks)
+        ours = _time_calls(env_id, played, peer=False)
+        peer = _time_calls(env_id, played, peer=True)
+        ours_us, peer_us = _validation_us(env_id, played)
+        rows.append(
+            {
+                "env_id": env_id,
+                "calls": ours["calls"],
+                "ms_per_call": round(ours["ms_per_call"], 4),
+                "peer_ms_per_call": round(peer["ms_per_call"], 4),
+                "validate_us": round(ours_us, 2),
+                "peer_validate_us": round(peer_us, 2),
+            }
+        )
+    return rows
+
+
+def _episode_clock(env_id: str, task_id: str, scale: float) -> tuple[float, bool, dict[str, float]]:
+    """The oracle's episode: virtual ms, won, and AsyncFC's parts (LLM time, summed tool
+    latency, critical path of the tool calls: per turn, the longest conflict chain)."""
+    env = make(env_id, tool_latency_scale=scale)
+    base: Any = env.unwrapped
+    tools = {t.name: t for t in base._world.domain.tools()}
+    env.reset(options={"task_id": task_id})
+    t_llm = t_tool = t_cp = 0.0
+    index = 0
+    while True:
+        action = base.oracle_action()
+        t_llm += base.latency.llm_ms(action)
+        turn = Scheduler()
+        for block in parse_action(action).calls:
+            index += 1
+            assert block.name is not None and block.arguments is not None
+            latency = base.latency.call_ms(tools[block.name].latency_ms, index)
+            t_tool += latency
+            reads, writes = base._world.domain.resources(block.name, block.arguments)
+            turn.submit(block.name, reads, writes, latency, None)
+        turn.collect(wait="all")
+        t_cp += turn.now
+        _, _, term, trunc, info = env.step(action)
+        if term or trunc:
+            parts = {"llm": t_llm, "tool": t_tool, "critical": t_cp}
+            return base.clock_ms, bool(info["won"]), parts
+
+
+def async_rows(tasks_per_type: int | None) -> list[dict[str, Any]]:
+    """Virtual makespan of sync and async oracle episodes per latency scale, domain and task
+    type, with AsyncFC's bound R = (T_llm + T_tool) / max(T_llm, T_critical_path)."""
+    rows = []
+    for scale in LATENCY_SCALES:
+        for domain in DOMAINS:
+            sync_id = f"agentgym/Tools-{domain}-v0"
+            async_id = f"agentgym/Tools-{domain}-Async-v0"
+            base: Any = make(sync_id).unwrapped
+            for task_type in ASYNC_TYPES:
+                ids = [t for t in base.task_ids("test") if base.task_type_of(t) == task_type]
+                rows.append(_async_row(sync_id, async_id, ids[:tasks_per_type], scale))
+                rows[-1].update(env=domain, task_type=task_type)
+    return rows
+
+
+def _async_row(sync_id: str, async_id: str, ids: list[str], scale: float) -> dict[str, Any]:
+    sync_ms, async_ms, r_bound, won = [], [], [], [0, 0]
+    for task_id in ids:
+        s_ms, s_won, parts = _episode_clock(sync_id, task_id, scale)
+        a_ms, a_won, _ = _episode_clock(async_id, task_id, scale)
+        sync_ms.append(s_ms)
+        async_ms.append(a_ms)
+        won[0] += s_won
+        won[1] += a_won
+        r_bound.append((parts["llm"] + parts["tool"]) / max(parts["llm"], parts["critical"]))
+    return {
+        "tool_latency_scale": scale,
+        "episodes": len(ids),
+        "sync_ms": round(statistics.mean(sync_ms), 1),
+        "async_ms": round(statistics.mean(async_ms), 1),
+        "speedup": round(statistics.mean(sync_ms) / statistics.mean(async_ms), 3),
+        "asyncfc_R": round(statistics.mean(r_bound), 3),
+        "sync_success": won[0] / len(ids),
+        "async_success": won[1] / len(ids),
+    }
+
+
+def bfcl_rows(limit: int | None) -> list[dict[str, Any]]:
+    """Entries scored per second (parse + AST match of the oracle's answer), per category."""
+    try:
+        from agentgym.envs.tools import bfcl
+
+        bfcl.default_data_dir()
+    except Exception:  # bfcl-eval not installed: nothing to score
+        return []
+    rows = []
+    for category in bfcl.CATEGORIES:
+        data = bfcl.load_category(category)
+        entries = list(data.entries.values())[:limit]
+        actions = [bfcl.render_calls(bfcl.gold_calls(e.ground_truth)) for e in entries]
+        best, won = float("inf"), 0
+        for _ in range(3):
+            start = time.perf_counter()
+            won = 0
+            for entry, action in zip(entries, actions, strict=True):
+                parsed = parse_action(action)
+                calls = [{"name": b.name, "arguments": b.arguments} for b in parsed.calls]
+                won += bfcl.match_calls(entry.functions, entry.ground_truth, calls).won
+            best = min(best, time.perf_counter() - start)
+        rows.append(
+            {
+                "category": category,
+                "entries": len(entries),
+                "excluded": len(data.excluded),
+                "gold_scored_correct": won,
+                "entries_per_s": round(len(entries) / best),
+            }
+        )
+    return rows
+
+
+def run(console: Console, quick: bool = False) -> dict[str, Any]:
+    """All tool-family measurements; ``quick`` shrinks sizes for a smoke run."""
+    calls = call_rows(tasks=12 if quick else None)
+    timing = async_rows(tasks_per_type=2 if quick else None)
+    scoring = bfcl_rows(limit=20 if quick else None)
+    _print(console, calls, timing, scoring)
+    ratios: dict[str, Any] = {}
+    for r in calls:
+        name = r["env_id"].split("/")[1]
+        ratios[f"env ms/call {name}"] = r["ms_per_call"]
+        ratios[f"env ms/call jsonschema-env/ours {name}"] = round(
+            r["peer_ms_per_call"] / r["ms_per_call"], 2
+        )
+        ratios[f"validation jsonschema/ours {name}"] = round(
+            r["peer_validate_us"] / r["validate_us"], 1
+        )
+    for r in timing:
+        if r["task_type"] in ("parallel", "dependent"):
+            key = f"async speedup {r['env']} {r['task_type']} x{r['tool_latency_scale']:g}"
+            ratios[key] = r["speedup"]
+    speedups = [
+        r["speedup"]
+        for r in timing
+        if r["task_type"] in ("parallel", "dependent") and r["tool_latency_scale"] == 1.0
+    ]
+    goal = {
+        "ms_per_call": GOAL_MS_PER_CALL,
+        "ms_per_call_met": all(r["ms_per_call"] <= GOAL_MS_PER_CALL for r in calls),
+        "async_speedup": GOAL_ASYNC_SPEEDUP,
+        "async_speedup_met": all(s >= GOAL_ASYNC_SPEEDUP for s in speedups),
+        "success_unchanged": all(r["sync_success"] == r["async_success"] for r in timing),
+    }
+    rows = [{"kind": "calls", **r} for r in calls]
+    rows += [{"kind": "async", **r} for r in timing]
+    rows += [{"kind": "bfcl", **r} for r in scoring]
+    return {"part": "tools", "rows": rows, "ratios": ratios, "goal": goal}
+
+
+def _print(
+    console: Console,
+    calls: list[dict[str, Any]],
+    timing: list[dict[str, Any]],
+    scoring: list[dict[str, Any]],
+) -> None:
+    table = Table(
+        "env",
+        "calls",
+        "env ms/call",
+        "jsonschema env ms/call",
+        "validate µs",
+        "jsonschema µs",
+        title=f"env time per tool call, validation included (goal ≤ {GOAL_MS_PER_CALL} ms)",
+    )
+    for r in calls:
+        table.add_row(
+            r["env_id"],
+            str(r["calls"]),
+            f"{r['ms_per_call']:.4f}",
+            f"{r['peer_ms_per_call']:.4f}",
+            f"{r['validate_us']:.1f}",
+            f"{r['peer_validate_us']:.1f}",
+        )
+    console.print(table)
+    table = Table(
+        "tool latency",
+        "env",
+        "task type",
+        "episodes",
+        "sync ms",
+        "async ms",
+        "speed-up",
+        "AsyncFC R",
+        "success sync/async",
+        title=f"virtual time of oracle episodes (goal: speed-up ≥ {GOAL_ASYNC_SPEEDUP})",
+    )
+    for r in timing:
+        table.add_row(
+            f"x{r['tool_latency_scale']:g}",
+            r["env"],
+            r["task_type"],
+            str(r["episodes"]),
+            f"{r['sync_ms']:.0f}",
+            f"{r['async_ms']:.0f}",
+            f"{r['speedup']:.2f}",
+            f"{r['asyncfc_R']:.2f}",
+            f"{r['sync_success']:.2f} / {r['async_success']:.2f}",
+        )
+    console.print(table)
+    if scoring:
+        table = Table(
+            "category", "entries", "excluded", "gold correct", "entries/s", title="BFCL scoring"
+        )
+        for r in scoring:
+            table.add_row(
+                r["category"],
+                str(r["entries"]),
+                str(r["excluded"]),
+                str(r["gold_scored_correct"]),
+                str(r["entries_per_s"]),
+            )
+        console.print(table)

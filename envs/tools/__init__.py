@@ -1,0 +1,36 @@
+"""The tool-call family: schema-guided mock APIs over seeded stateful backends (e-commerce,
+customer accounts, travel), with synchronous or asynchronous calls, and BFCL's tasks."""
+
+from __future__ import annotations
+
+import fastjsonschema  # noqa: F401  (the family's dependency: skip registration without it)
+
+from agentgym.registry import register as _register
+
+_DOMAINS = {
+    "Ecommerce": ("EcommerceEnv", "catalogue search, carts, orders, refunds and shipping"),
+    "Accounts": ("AccountsEnv", "profiles, addresses, loyalty points and support tickets"),
+    "Travel": ("TravelEnv", "flights, hotels, bookings and payments"),
+}
+
+
+def register() -> None:
+    """Register the family's ids (idempotent); the BFCL ids only with bfcl-eval installed."""
+    for name, (cls, what) in _DOMAINS.items():
+        entry = f"agentgym.envs.tools.env:{cls}"
+        _register(
+            f"agentgym/Tools-{name}-v0",
+            entry,
+            family="tools",
+            description=f"Schema-guided mock APIs: {what}",
+        )
+        _register(
+            f"agentgym/Tools-{name}-Async-v0",
+            entry,
+            family="tools",
+            description=f"Schema-guided mock APIs with asynchronous calls: {what}",
+            kwargs={"async_calls": True},
+        )
+    from agentgym.envs.tools.bfcl import register_ids
+
+    register_ids(_register)

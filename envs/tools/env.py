@@ -1,0 +1,549 @@
+"""Schema-guided mock APIs: a tool-calling episode over a seeded, stateful backend."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import importlib
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agentgym.core.env import AgentEnv, Transition
+from agentgym.core.errors import BadInput, ResetNeeded
+from agentgym.core.spaces import String
+from agentgym.envs.tools.backend import TASK_TYPES, Domain, Task, ToolFailure
+from agentgym.envs.tools.grammar import GRAMMAR, parse_action
+from agentgym.envs.tools.rewards import canonical, hierr, missing_facts, tool_exact_match
+from agentgym.envs.tools.scheduler import LatencyModel, Scheduler
+from agentgym.envs.tools.schema import Validator, error
+
+DOMAINS = {
+    "ecommerce": "agentgym.envs.tools.domains.ecommerce:EcommerceDomain",
+    "accounts": "agentgym.envs.tools.domains.accounts:AccountsDomain",
+    "travel": "agentgym.envs.tools.domains.travel:TravelDomain",
+}
+PER_TYPE = {"train": 40, "val": 10, "test": 10}
+"""Tasks of each type per split (the domain generates their sum)."""
+
+
+class StateDigest:
+    """A digest of the backend state that re-serialises only what a write touched.
+
+    Each entity of a top-level collection (``state[top][key]``) keeps its own sha1; a write
+    call's resource paths (``top/key/...``, or ``top`` for a whole collection) drop the
+    entries they name, and top-level scalars (id counters) are always re-read. The digest
+    equals a full recomputation as long as a domain's ``resources`` name every top-level
+    collection and entity a write changes (tests/envs/tools check this for every domain)."""
+
+    def __init__(self, cache: dict[tuple[str, str], bytes] | None = None):
+        self.cache: dict[tuple[str, str], bytes] = dict(cache or {})
+        self.tops: dict[str, bytes] = {}  # per collection, from its entities' digests
+
+    def invalidate(self, paths: list[str]) -> None:
+        """Forget the entities that ``paths`` name."""
+        for path in paths:
+            top, _, rest = path.partition("/")
+            self.tops.pop(top, None)
+            if rest:
+                self.cache.pop((top, rest.partition("/")[0]), None)
+            else:
+                for key in [k for k in self.cache if k[0] == top]:
+                    del self.cache[key]
+
+    def hexdigest(self, state: dict[str, Any]) -> str:
+        """The state's digest (equal states give equal digests)."""
+        out = hashlib.sha1()
+        for top in sorted(state):
+            value = state[top]
+            if not isinstance(value, dict):
+                out.update(f"{top}={_dump(value)};".encode())
+                continue
+            combined = self.tops.get(top)
+            if combined is None:
+                part = hashlib.sha1()
+                for key in sorted(value):
+                    digest = self.cache.get((top, key))
+                    if digest is None:
+                        digest = hashlib.sha1(_dump(value[key]).encode()).digest()
+                        self.cache[(top, key)] = digest
+                    part.update(f"{key}=".encode() + digest)
+                combined = self.tops[top] = part.digest()
+            out.update(f"{top}/".encode() + combined)
+        return out.hexdigest()
+
+
+@dataclass(frozen=True, eq=False)
+class World:
+    """Everything fixed per id: the domain, its initial state (as JSON), the tasks."""
+
+    domain: Domain
+    state_json: str
+    tasks: dict[str, Task]
+    splits: dict[str, tuple[str, ...]]
+    validator: Validator
+    gold_states: dict[str, str] = field(default_factory=dict)
+    digest: StateDigest = field(default_factory=StateDigest)
+    """entity digests of the initial state, copied at each reset."""
+
+    @functools.cached_property
+    def tools_text(self) -> str:
+        return "\n".join(json.dumps(t.spec()) for t in self.domain.tools())
+
+    def gold_state(self, task_id: str) -> str:
+        """The canonical backend state after the task's gold calls (cached)."""
+        if task_id not in self.gold_states:
+            state = json.loads(self.state_json)
+            for turn in self.tasks[task_id].gold_calls:
+                for call in turn:
+                    self.domain.call(state, call.name, copy.deepcopy(call.arguments))
+            self.gold_states[task_id] = _dump(state)
+        return self.gold_states[task_id]
+
+
+@functools.cache
+def _world(domain_name: str, seed: int) -> World:
+    module, _, cls = DOMAINS[domain_name].partition(":")
+    domain: Domain = getattr(importlib.import_module(module), cls)()
+    state = domain.build(seed)
+    tasks = domain.tasks(copy.deepcopy(state), seed, sum(PER_TYPE.values()))
+    by_type: dict[str, list[str]] = {t: [] for t in TASK_TYPES}
+    for task in tasks:
+        by_type[task.task_type].append(task.id)
+    splits: dict[str, list[str]] = {s: [] for s in PER_TYPE}
+    for ids in by_type.values():
+        start = 0
+        for split, n in PER_TYPE.items():
+            splits[split].extend(ids[start : start + n])
+            start += n
+    world = World(
+        domain=domain,
+        state_json=_dump(state),
+        tasks={t.id: t for t in tasks},
+        splits={s: tuple(ids) for s, ids in splits.items()},
+        validator=Validator(domain.tools()),
+    )
+    world.digest.hexdigest(state)  # every entity's digest, once
+    return world
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass
+class _Episode:
+    """Mutable state of one episode; JSON-able through ``asdict``."""
+
+    calls: list[list[dict[str, Any]]] = field(default_factory=list)  # valid calls, by turn
+    attempts: int = 0  # call blocks written, valid or not
+    all_valid: bool = True
+    asked: bool = False
+    seen: list[str] = field(default_factory=list)  # result texts delivered
+    summary: str | None = None
+    clock: float = 0.0  # virtual ms (sync mode; the scheduler keeps it in async mode)
+    scheduler: dict[str, Any] | None = None
+
+
+class ToolsEnv(AgentEnv[str, str]):
+    """Serve a user's request by calling schema-described tools over a stateful backend.
+
+    ## Description
+    A domain's tools (JSON Schema) over a backend generated from the id's seed (e-commerce,
+    customer accounts, travel). Each task is one user request of a type in ``task_type``:
+    single call, several different calls, parallel independent calls, dependent calls (a
+    result feeds the next call), irrelevance (no tool helps) or clarification (the request
+    lacks a detail the scripted user gives when asked). Every call is validated against its
+    schema before it runs; a bad call returns a structured error and changes nothing.
+
+    ## Observation
+    Text: the user's request, the tools' schemas (first turn) or their names, the results or
+    errors of the last action's calls (or the user's reply to a question) and the grammar.
+
+    ## Action
+    Text: optional ``<think>…</think>``, then one or more ``<tool_call>{"name": …,
+    "arguments": {…}}</tool_call>``, or one ``<summary>…</summary>`` (the final answer to
+    the user, which ends the episode), or one ``<ask>…</ask>`` (a question to the user).
+    ``info["segments"]`` tags think, tool_call and summary spans; ``info["tool_calls"]`` lists
+    the parsed calls.
+
+    ## Rewards
+    1.0 at the summary when the episode succeeded, else 0: the final backend state equals
+    the one the gold calls produce, the summary contains every fact the user asked for, a
+    clarification task asked first, and an irrelevance task called nothing.
+    ``info["reward_components"]`` at the end: success, the HierR layers (format,
+    tool_name_f1, param_keys, param_values, parallel, hierr), tool_exact_match, omission (1
+    when results holding a needed fact were delivered but the summary left it out); each
+    turn: format and invalid_action. ``info["progress"]``: the share of gold calls made.
+
+    ## Asynchronous calls
+    With ``async_calls=True`` a call returns a future id at once and runs on a virtual clock
+    while the agent keeps writing: calls are issued when their block is written, calls on
+    conflicting resources (the domain's read/write tree) run in issue order and the rest
+    concurrently; a turn's observation comes when its calls have all finished (a gather).
+    In sync mode the agent waits for each call in turn. Latencies come from a seeded model
+    (:class:`~agentgym.envs.tools.scheduler.LatencyModel`); ``unwrapped.clock_ms`` is the
+    episode's virtual time. The final backend state is the same in both modes.
+
+    ## Termination
+    Terminates on a summary; truncates after ``max_turns`` turns (10 by default).
+
+    ## Registered ids
+    ``agentgym/Tools-{Ecommerce,Accounts,Travel}-v0`` and their ``-Async-v0`` twins.
+
+    ## Version history
+    v0: first version.
+    """
+
+    family = "tools"
+    default_max_turns = 10
+
+    def __init__(
+        self,
+        async_calls: bool = False,
+        world_seed: int = 0,
+        tool_latency_scale: float = 1.0,
+        **kwargs: Any,
+    ):
+        """Create the env (a subclass per domain names it).
+
+        Args:
+            async_calls: issue calls as futures on a virtual clock (see the class docstring).
+            world_seed: seed of the backend, the tasks and the latencies.
+            tool_latency_scale: multiplies every tool's mean latency (1: internal APIs of
+                50–400 ms; 10: slow third-party APIs).
+            **kwargs: split, privileged, max_turns, render_mode (see ``AgentEnv``).
+        """
+        if self.domain not in DOMAINS:
+            raise BadInput(f"unknown tools domain {self.domain!r}: use a subclass per domain")
+        super().__init__(**kwargs)
+        self.async_calls = bool(async_calls)
+        self.world_seed = int(world_seed)
+        self._world = _world(self.domain, self.world_seed)
+        if not tool_latency_scale > 0:
+            raise BadInput(f"tool_latency_scale must be > 0, got {tool_latency_scale}")
+        self.latency = LatencyModel(seed=self.world_seed, tool_scale=float(tool_latency_scale))
+        self.observation_space = String()
+        self.action_space = String()
+        self._ep = _Episode()
+        self._state: dict[str, Any] = {}
+        self._digest = StateDigest()
+        self._scheduler: Scheduler | None = None
+
+    # ------------------------------------------------------------------ tasks
+    def task_ids(self, split: str | None = None) -> tuple[str, ...]:
+        """Task ids of ``split``: the first 40 / next 10 / last 10 of each type."""
+        return self._world.splits[split or self.split]
+
+    def task_type_of(self, task_id: str) -> str:
+        """single, multiple, parallel, dependent, irrelevance or clarification."""
+        return self._world.tasks[task_id].task_type
+
+    def _has_task(self, task_id: str) -> bool:
+        return task_id in self._world.tasks
+
+    @property
+    def task(self) -> Task:
+        """The current task."""
+        if self._task_id is None:
+            raise ResetNeeded("call reset() first")
+        return self._world.tasks[self._task_id]
+
+    @property
+    def clock_ms(self) -> float:
+        """The episode's virtual time in milliseconds."""
+        return self._scheduler.now if self._scheduler is not None else self._ep.clock
+
+    def _config(self) -> dict[str, Any]:
+        return {
+            "domain": self.domain,
+            "async_calls": self.async_calls,
+            "world_seed": self.world_seed,
+            "tool_latency_scale": self.latency.tool_scale,
+        }
+
+    # ------------------------------------------------------------------ episode
+    def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
+        self._ep = _Episode()
+        self._state = json.loads(self._world.state_json)
+        self._digest = StateDigest(self._world.digest.cache)
+        self._digest.tops = dict(self._world.digest.tops)
+        self._scheduler = Scheduler() if self.async_calls else None
+        obs = self._render([], first=True)
+        return obs, self._info(valid=True, segments=[], calls=[], components={})
+
+    def _apply(self, action: Any) -> Transition:
+        parsed = parse_action(action)
+        segments = [dict(s) for s in parsed.segments]
+        text = action if isinstance(action, str) else ""
+        elapsed = self.latency.llm_ms(text)
+        if parsed.kind == "invalid":
+            self._ep.all_valid = False
+            self._tick(elapsed)
+            lines = [f"Invalid action: {parsed.error}"]
+            return self._step_result(lines, False, segments, [], terminal=False)
+        if parsed.kind == "ask":
+            self._ep.asked = True
+            self._tick(elapsed)
+            lines = [f"User: {self.task.clarify_reply}"]
+            return self._step_result(lines, True, segments, [], terminal=False)
+        if parsed.kind == "summary":
+            self._ep.summary = parsed.text
+            self._tick(elapsed)
+            if self._scheduler is not None:
+                self._scheduler.collect(wait="all")  # the backend finishes before the end
+            return self._step_result([], True, segments, [], terminal=True)
+        return self._tool_turn(text, parsed, segments, elapsed)
+
+    def _tool_turn(
+        self, text: str, parsed: Any, segments: list[dict[str, Any]], elapsed: float
+    ) -> Transition:
+        """Validate and run (or issue) every call block of the action."""
+        lines: list[str] = []
+        valid_calls: list[dict[str, Any]] = []
+        parsed_calls: list[dict[str, Any]] = []
+        all_ok = True
+        turn_start = self.clock_ms
+        sync_wait = 0.0
+        for i, block in enumerate(parsed.calls, start=1):
+            self._ep.attempts += 1
+            if block.error is not None:
+                problem = error("malformed_call", "", block.error)
+            else:
+                parsed_calls.append({"name": block.name, "arguments": block.arguments})
+                problem = self._world.validator.check(block.name, block.arguments)
+            if problem is not None:
+                all_ok = False
+                lines.append(f"Call {i} error: {json.dumps(problem)}")
+                continue
+            call = {"name": block.name, "arguments": block.arguments}
+            tool = self._world.validator.tools[block.name]
+            reads, writes = self._world.domain.resources(block.name, block.arguments)
+            try:
+                result = self._world.domain.call(
+                    self._state, block.name, copy.deepcopy(block.arguments)
+                )
+                ok = True
+                valid_calls.append(call)
+                if tool.writes:
+                    self._digest.invalidate(writes)
+            except ToolFailure as failure:
+                all_ok, ok = False, False
+                result = error(failure.code, block.name, failure.message)
+            latency = self.latency.call_ms(tool.latency_ms, self._ep.attempts)
+            if self._scheduler is None:
+                sync_wait += latency
+                lines.append(self._result_line(i, block.name, result, ok))
+            else:
+                issued = self.latency.llm_overhead_ms + self.latency.llm_ms_per_char * block.end
+                self._scheduler.now = round(turn_start + issued, 3)
+                future = self._scheduler.submit(block.name, reads, writes, latency, result, ok)
+                lines.append(f"Call {i} ({block.name}) issued as future {future.id}.")
+        self._ep.calls.append(valid_calls)
+        self._ep.all_valid &= all_ok
+        if self._scheduler is None:
+            self._ep.clock = round(turn_start + elapsed + sync_wait, 3)
+        else:
+            self._scheduler.now = round(turn_start + elapsed, 3)
+            for future in self._scheduler.collect(wait="all"):
+                lines.append(self._result_line(future.id, future.name, future.result, future.ok))
+        return self._step_result(lines, all_ok, segments, parsed_calls, terminal=False)
+
+    def _result_line(self, ref: Any, name: str, result: Any, ok: bool) -> str:
+        shown = json.dumps(result)
+        if ok:
+            self._ep.seen.append(shown)
+        label = f"Call {ref}" if isinstance(ref, int) else f"Future {ref}"
+        return f"{label} ({name}) {'result' if ok else 'error'}: {shown}"
+
+    def _tick(self, ms: float) -> None:
+        if self._scheduler is not None:
+            self._scheduler.advance(ms)
+        else:
+            self._ep.clock = round(self._ep.clock + ms, 3)
+
+    def _step_result(
+        self,
+        lines: list[str],
+        valid: bool,
+        segments: list[dict[str, Any]],
+        calls: list[dict[str, Any]],
+        *,
+        terminal: bool,
+    ) -> Transition:
+        if not valid:
+            self._ep.all_valid = False
+        last = terminal or self._turn >= self.max_turns
+        components: dict[str, float] = {
+            "format": 1.0 if valid else 0.0,
+            "invalid_action": 0.0 if valid else 1.0,
+        }
+        won = False
+        if last:
+            judged = self._judge()
+            won = judged["success"] == 1.0
+            components.update(judged)
+        reward = 1.0 if terminal and won else 0.0
+        obs = self._render(lines, first=False) if not terminal else self._closing(won)
+        return Transition(
+            obs, reward, terminal, self._info(valid, segments, calls, components, won)
+        )
+
+    # ------------------------------------------------------------------ scoring
+    def _judge(self) -> dict[str, float]:
+        """success, HierR, Tool-Exact-Match and omission of the episode so far."""
+        task, ep = self.task, self._ep
+        gold_turns = [[c.to_json() for c in turn] for turn in task.gold_calls]
+        pred_turns = [t for t in ep.calls if t]
+        layers = hierr(pred_turns, gold_turns, ep.all_valid)
+        pred = [c for t in pred_turns for c in t]
+        gold = [c for t in gold_turns for c in t]
+        summary = ep.summary or ""
+        missing = missing_facts(summary, task.answer_facts) if ep.summary is not None else []
+        shown = " ".join(ep.seen)
+        omission = any(f in shown for f in missing)
+        success = (
+            ep.summary is not None
+            and not missing
+            and _dump(self._state) == self._world.gold_state(task.id)
+            and (task.task_type != "clarification" or ep.asked)
+            and (task.task_type != "irrelevance" or ep.attempts == 0)
+        )
+        return {
+            "success": 1.0 if success else 0.0,
+            **layers,
+            "tool_exact_match": tool_exact_match(pred, gold),
+            "omission": 1.0 if omission else 0.0,
+        }
+
+    def _progress(self) -> float:
+        gold = [c.to_json() for turn in self.task.gold_calls for c in turn]
+        if not gold:
+            return 0.0
+        made = Counter(canonical(c) for t in self._ep.calls for c in t)
+        return sum((made & Counter(map(canonical, gold))).values()) / len(gold)
+
+    def check_answer(self, text: str) -> float:
+        """The share of the task's answer facts that ``text`` contains (1.0 when it has none)."""
+        facts = self.task.answer_facts
+        if not facts:
+            return 1.0
+        return 1.0 - len(missing_facts(str(text), facts)) / len(facts)
+
+    # ------------------------------------------------------------------ text and info
+    def _render(self, lines: list[str], first: bool) -> str:
+        task = self.task
+        head = [f"User: {task.request}"]
+        if first:
+            head += ["", "Tools (JSON Schema):", self._world.tools_text]
+        else:
+            head += [f"Tools: {', '.join(self._world.validator.tools)}"]
+        body = ["", *lines] if lines else []
+        turn = f"Turn {self._turn + 1} of {self.max_turns}. {GRAMMAR}"
+        return "\n".join([*head, *body, "", turn])
+
+    def _closing(self, won: bool) -> str:
+        verdict = "the request was served" if won else "the request was not served"
+        return f"User: {self.task.request}\nYou replied to the user: {verdict}."
+
+    def _state_key(self) -> str:
+        blob = "|".join(
+            [
+                self.task.id,
+                self._digest.hexdigest(self._state),
+                "\x00".join(sorted(self._ep.seen)),
+                str(self._ep.asked),
+                str(self._ep.summary is not None),
+            ]
+        )
+        return hashlib.sha1(blob.encode()).hexdigest()
+
+    def _info(
+        self,
+        valid: bool,
+        segments: list[dict[str, Any]],
+        calls: list[dict[str, Any]],
+        components: dict[str, float],
+        won: bool = False,
+    ) -> dict[str, Any]:
+        return {
+            "action_valid": valid,
+            "won": won,
+            "state_key": self._state_key(),
+            "segments": segments,
+            "tool_calls": calls,
+            "reward_components": components,
+            "progress": self._progress(),
+            "provenance": {"visited": [], "cited": [], "produced": [], "consumed": []},
+        }
+
+    def _privileged_info(self) -> dict[str, Any]:
+        task = self.task
+        out: dict[str, Any] = {
+            "gold_tool_calls": [c.to_json() for turn in task.gold_calls for c in turn],
+            "privileged_context": (
+                f"Hidden facts: {json.dumps(task.hidden_facts)}" if task.hidden_facts else ""
+            ),
+        }
+        if task.answer_facts:  # an irrelevance task has no gold answer
+            out["gold_answer"] = "; ".join(task.answer_facts)
+        return out
+
+    # ------------------------------------------------------------------ oracle
+    def oracle_action(self) -> str:
+        """Ask first on a clarification task, then each turn of gold calls not yet made,
+        then a summary quoting the answer facts."""
+        if self.done:
+            raise ResetNeeded("the episode is over: call reset() first")
+        task = self.task
+        if task.task_type == "clarification" and not self._ep.asked:
+            return "<ask>Could you tell me the detail your request leaves out?</ask>"
+        made = [json.dumps(c, sort_keys=True) for t in self._ep.calls for c in t]
+        for turn in task.gold_calls:
+            wanted = [json.dumps(c.to_json(), sort_keys=True) for c in turn]
+            if all(w in made for w in wanted):
+                for w in wanted:
+                    made.remove(w)
+                continue
+            return "\n".join(f"<tool_call>{json.dumps(c.to_json())}</tool_call>" for c in turn)
+        if not task.answer_facts:
+            return "<summary>I am sorry, none of my tools can help with that request.</summary>"
+        return (
+            f"<summary>Done. Here is what you asked for: {'; '.join(task.answer_facts)}.</summary>"
+        )
+
+    # ------------------------------------------------------------------ snapshots
+    def _get_state(self) -> dict[str, Any]:
+        ep = asdict(self._ep)
+        ep["scheduler"] = self._scheduler.state() if self._scheduler is not None else None
+        return {"episode": ep, "backend": self._state}
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        ep = dict(state["episode"])
+        scheduler = ep.pop("scheduler")
+        self._ep = _Episode(**ep)
+        self._state = copy.deepcopy(state["backend"])
+        self._digest = StateDigest()
+        self._scheduler = Scheduler.from_state(scheduler) if scheduler is not None else None
+
+
+class EcommerceEnv(ToolsEnv):
+    """:class:`ToolsEnv` over the e-commerce backend (catalogue, carts, orders, refunds,
+    shipping)."""
+
+    domain = "ecommerce"
+
+
+class AccountsEnv(ToolsEnv):
+    """:class:`ToolsEnv` over the customer-accounts backend (profiles, addresses, loyalty
+    points, support tickets)."""
+
+    domain = "accounts"
+
+
+class TravelEnv(ToolsEnv):
+    """:class:`ToolsEnv` over the travel backend (flights, hotels, bookings, payments)."""
+
+    domain = "travel"

@@ -1,0 +1,168 @@
+"""The action grammar of the tool-call envs: ``<think>`` blocks, then ``<tool_call>`` blocks, or
+one ``<summary>``, or one ``<ask>``.
+
+:func:`parse_action` never raises: a malformed action comes back with kind ``"invalid"`` and an
+error that ends with :data:`GRAMMAR`; a call block whose JSON is malformed keeps the kind
+``"tool_calls"`` and carries its own error, so that the env can report each block.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+GRAMMAR = (
+    "Write optional <think>...</think> blocks, then either one or more "
+    '<tool_call>{"name": "<function>", "arguments": {...}}</tool_call> blocks (one JSON object '
+    "each; several blocks are issued together), or exactly one <summary>...</summary> with "
+    "your final answer, or exactly one <ask>...</ask> with a question for the user. "
+    "Nothing may appear outside the tags."
+)
+
+_TAG = re.compile(r"<(/?)(think|tool_call|summary|ask)\s*>", re.IGNORECASE)
+_NON_SPACE = re.compile(r"\S")
+_SEGMENT_TAG = {"think": "think", "tool_call": "tool_call", "summary": "summary", "ask": "summary"}
+_KIND = {"tool_call": "tool_calls", "summary": "summary", "ask": "ask"}
+_KIND_TAG = {kind: tag for tag, kind in _KIND.items()}
+_CALL_KEYS = frozenset(("name", "arguments"))
+_EXCERPT = 40
+
+
+@dataclass(frozen=True)
+class CallBlock:
+    """One ``<tool_call>…</tool_call>`` block of an action."""
+
+    start: int
+    end: int
+    raw: str
+    name: str | None
+    arguments: dict[str, Any] | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class ParsedAction:
+    """A parsed action: its kind, call blocks, text and tagged spans (see :func:`parse_action`)."""
+
+    kind: str
+    calls: tuple[CallBlock, ...]
+    text: str
+    segments: tuple[dict[str, Any], ...]
+    error: str | None
+
+
+class _NotJSON(ValueError):
+    """A constant (NaN, Infinity) that JSON does not have."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NotJSON(f"{name} is not a JSON value")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _excerpt(text: str) -> str:
+    return repr(text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…")
+
+
+def _invalid(message: str) -> ParsedAction:
+    return ParsedAction("invalid", (), "", (), f"{message}. {GRAMMAR}")
+
+
+def _decode_call(raw: str) -> tuple[str, dict[str, Any]] | str:
+    """The name and arguments in a call block's JSON, or why the block is malformed."""
+    try:
+        obj = _DECODER.decode(raw)
+    except json.JSONDecodeError as e:
+        return f"malformed JSON at char {e.pos}: {e.msg}"
+    except _NotJSON as e:
+        return f"malformed JSON: {e}"
+    except RecursionError:
+        return "malformed JSON: nested too deeply"
+    if not isinstance(obj, dict):
+        return f"a call must be a JSON object, got {type(obj).__name__}"
+    if not _CALL_KEYS.issuperset(obj):
+        extra = min(k for k in obj if k not in _CALL_KEYS)
+        return f'unexpected key "{extra}": a call has only "name" and "arguments"'
+    if "name" not in obj:
+        return 'missing "name"'
+    name = obj["name"]
+    if not isinstance(name, str) or not name.strip():
+        return '"name" must be a non-empty string'
+    arguments = obj.get("arguments", {})
+    if not isinstance(arguments, dict):
+        return '"arguments" must be an object'
+    return name, arguments
+
+
+def parse_action(text: object) -> ParsedAction:
+    """Parse one action of the tool-call grammar (:data:`GRAMMAR`); never raises.
+
+    Whitespace may surround every block; any other text outside the tags, nested or unclosed
+    tags, a ``<think>`` after the action, mixed kinds, several ``<summary>`` or ``<ask>``
+    blocks and empty ones make the action ``"invalid"``. Segment spans cover whole blocks,
+    tags included; a ``<summary>`` or ``<ask>`` block is tagged ``"summary"``.
+    """
+    if not isinstance(text, str):
+        return _invalid(f"an action is text, got {type(text).__name__}")
+    if not text.strip():
+        return _invalid("empty action")
+    segments: list[dict[str, Any]] = []
+    calls: list[CallBlock] = []
+    bodies: list[tuple[str, int, int]] = []  # (tag, content start, content end) of summary/ask
+    kind: str | None = None
+    pos = 0  # end of the last closed block
+    open_tag: str | None = None
+    open_start = open_inner = 0
+    for m in _TAG.finditer(text):
+        closing, tag = m.group(1) == "/", m.group(2).lower()
+        if open_tag is None:
+            stray = _NON_SPACE.search(text, pos, m.start())
+            if stray:
+                return _invalid(f"text outside the tags: {_excerpt(text[stray.start() :])}")
+            if closing:
+                return _invalid(f"</{tag}> closes nothing")
+            open_tag, open_start, open_inner = tag, m.start(), m.end()
+            continue
+        if not closing:
+            return _invalid(f"<{tag}> opened inside <{open_tag}>: tags cannot nest")
+        if tag != open_tag:
+            return _invalid(f"</{tag}> closes <{open_tag}>")
+        start, inner, inner_end, end = open_start, open_inner, m.start(), m.end()
+        open_tag, pos = None, end
+        segments.append({"tag": _SEGMENT_TAG[tag], "start": start, "end": end})
+        if tag == "think":
+            if kind is not None:
+                return _invalid("<think> after the action: think before acting")
+            continue
+        if kind is not None and kind != _KIND[tag]:
+            return _invalid(f"<{tag}> mixed with <{_KIND_TAG[kind]}>: give one kind of action")
+        kind = _KIND[tag]
+        if tag == "tool_call":
+            raw = text[inner:inner_end]
+            decoded = _decode_call(raw)
+            if isinstance(decoded, str):
+                calls.append(CallBlock(start, end, raw, None, None, decoded))
+            else:
+                calls.append(CallBlock(start, end, raw, *decoded, None))
+        else:
+            bodies.append((tag, inner, inner_end))
+    if open_tag is not None:
+        return _invalid(f"<{open_tag}> is never closed")
+    stray = _NON_SPACE.search(text, pos)
+    if stray:
+        return _invalid(f"text outside the tags: {_excerpt(text[stray.start() :])}")
+    if kind is None:
+        return _invalid("no action: write <tool_call>, <summary> or <ask> blocks")
+    if kind == "tool_calls":
+        return ParsedAction(kind, tuple(calls), "", tuple(segments), None)
+    if len(bodies) > 1:
+        return _invalid(f"{len(bodies)} <{bodies[0][0]}> blocks: give exactly one")
+    tag, inner, inner_end = bodies[0]
+    body = text[inner:inner_end].strip()
+    if not body:
+        return _invalid(f"empty <{tag}>")
+    return ParsedAction(kind, (), body, tuple(segments), None)
