@@ -93,13 +93,13 @@ class World:
         return "\n".join(json.dumps(t.spec()) for t in self.domain.tools())
 
     def gold_state(self, task_id: str) -> str:
-        """The canonical backend state after the task's gold calls (cached)."""
+        """The digest of the backend state after the task's gold calls (cached)."""
         if task_id not in self.gold_states:
             state = json.loads(self.state_json)
             for turn in self.tasks[task_id].gold_calls:
                 for call in turn:
                     self.domain.call(state, call.name, copy.deepcopy(call.arguments))
-            self.gold_states[task_id] = _dump(state)
+            self.gold_states[task_id] = StateDigest().hexdigest(state)
         return self.gold_states[task_id]
 
 
@@ -407,7 +407,7 @@ class ToolsEnv(AgentEnv[str, str]):
         success = (
             ep.summary is not None
             and not missing
-            and _dump(self._state) == self._world.gold_state(task.id)
+            and self._digest.hexdigest(self._state) == self._world.gold_state(task.id)
             and (task.task_type != "clarification" or ep.asked)
             and (task.task_type != "irrelevance" or ep.attempts == 0)
         )
