@@ -66,10 +66,6 @@ def budget_for(env: str, quick: bool = False) -> Budget:
     )
 
 
-FULL = budget_for(ENV_ID)
-QUICK = budget_for(ENV_ID, quick=True)
-
-
 def run(
     console: Console,
     quick: bool = False,
