@@ -241,7 +241,7 @@ def bench(
     part: Annotated[
         str,
         typer.Argument(
-            help="What to measure: search, tools, harness, leaderboard, trainer, learning."
+            help="What to measure: search, tools, text, harness, leaderboard, trainer, learning."
         ),
     ],
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write JSON here.")] = None,

@@ -20,7 +20,11 @@ FAMILIES = ("search", "tools", "text", "web")
 
 # Each family package exposes ``register()``; a family whose optional dependencies are missing
 # raises ImportError there and is skipped.
-_FAMILY_MODULES = {"search": "agentgym.envs.search", "tools": "agentgym.envs.tools"}
+_FAMILY_MODULES = {
+    "search": "agentgym.envs.search",
+    "text": "agentgym.envs.text",
+    "tools": "agentgym.envs.tools",
+}
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ import pytest
 from agentgym.checker import check_agent_env
 from agentgym.registry import env_ids, env_info
 
-FIXTURES = Path(__file__).parent / "envs" / "search" / "fixtures"
+ENVS = Path(__file__).parent / "envs"
 OFFICIAL_FIXTURES = {
-    "agentgym/Search-Free-HotpotQA-Official-v0": FIXTURES / "hotpotqa",
-    "agentgym/Search-Free-2Wiki-Official-v0": FIXTURES / "2wiki",
+    "agentgym/Search-Free-HotpotQA-Official-v0": ENVS / "search" / "fixtures" / "hotpotqa",
+    "agentgym/Search-Free-2Wiki-Official-v0": ENVS / "search" / "fixtures" / "2wiki",
+    "agentgym/ALFWorld-Official-v0": ENVS / "text" / "fixtures" / "alfworld",
 }
 CHECKED = [i for i in env_ids() if env_info(i).preset != "Large" and "Official" not in i]
 LARGE = [i for i in env_ids() if env_info(i).preset == "Large"]

@@ -16,6 +16,7 @@ from agentgym.core.errors import BadInput
 PARTS = {
     "search": "agentgym.bench.search",
     "tools": "agentgym.bench.tools",
+    "text": "agentgym.bench.text",
     "harness": "agentgym.bench.harness",
     "leaderboard": "agentgym.bench.leaderboard",
     "trainer": "agentgym.bench.trainer",

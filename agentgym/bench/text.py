@@ -1,0 +1,247 @@
+"""Text-game family speed: ALFWorld steps per second against ALFWorld's own ``AlfredTWEnv`` on
+the same generated games (the stock env in a separate process), with the observation agreement
+rate; TextWorld steps per second against textworld's own gym env on the same games and
+commands; and the time it takes to generate a game. Every comparison is measured in the same
+run; speed targets live here, never in tests.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from agentgym.registry import make
+
+GOAL_ALFWORLD_SPEEDUP = 3.0
+GOAL_TEXTWORLD_OVERHEAD = 0.10
+ALFWORLD_PRESETS = ("Small", "Standard")
+TEXTWORLD_PRESETS = ("Small", "Medium")
+INVALID_RATE = 0.1
+"""Share of commands that are not admissible (an agent's typos), on both sides."""
+
+
+# ---------------------------------------------------------------------- ALFWorld
+def _random_commands(env: Any, task_id: str, steps: int, rng: np.random.Generator) -> list[str]:
+    """Commands of one random episode on ``env``: admissible ones, and an unknown one
+    :data:`INVALID_RATE` of the time, until the goal holds or ``steps`` run out."""
+    _, info = env.reset(options={"task_id": task_id})
+    commands = []
+    for _ in range(steps):
+        admissible = info["admissible_actions"]
+        if rng.random() < INVALID_RATE:
+            command = "do a barrel roll"
+        else:
+            command = admissible[int(rng.integers(len(admissible)))]
+        commands.append(command)
+        _, _, terminated, truncated, info = env.step(command)
+        if terminated or truncated:
+            break
+    return commands
+
+
+def _env_steps_per_s(env: Any, episodes: list[tuple[str, list[str]]]) -> float:
+    """Our env's steps per second over ``episodes`` (steps only; resets excluded)."""
+    seconds, steps = 0.0, 0
+    for task_id, commands in episodes:
+        env.reset(options={"task_id": task_id})
+        start = time.perf_counter()
+        for command in commands:
+            env.step(command)
+        seconds += time.perf_counter() - start
+        steps += len(commands)
+    return steps / seconds
+
+
+def alfworld_row(preset: str, games: int, steps: int) -> dict[str, Any]:
+    """Ours (the engine alone, and the whole env with its info) against ``AlfredTWEnv``."""
+    from agentgym.envs.text.alfworld_env import compare_with_stock
+
+    env = make(f"agentgym/ALFWorld-{preset}-v0", split="test")
+    base: Any = env.unwrapped
+    task_ids = list(base.task_ids("test")[:games])
+    paths = [base.game_path(t) for t in task_ids]
+    rng = np.random.default_rng(0)
+    episodes = [(t, _random_commands(env, t, steps, rng)) for t in task_ids]
+    env_sps = _env_steps_per_s(env, episodes)
+    result = compare_with_stock(paths, commands=[c for _, c in episodes])
+    env.close()
+    return {
+        "env": f"ALFWorld-{preset}",
+        "games": games,
+        "steps": result.steps,
+        "agreement": result.agreement,
+        "engine_steps_per_s": result.ours_steps_per_s,
+        "env_steps_per_s": env_sps,
+        "peer": "alfworld AlfredTWEnv",
+        "peer_steps_per_s": result.stock_steps_per_s,
+        "ratio": env_sps / result.stock_steps_per_s,
+    }
+
+
+# ---------------------------------------------------------------------- TextWorld
+def _stock_textworld_steps_per_s(paths: list[Path], episodes: list[tuple[str, list[str]]]) -> float:
+    """textworld.gym's steps per second on the same games and commands, with the admissible
+    commands requested each step, as ours does (steps only; resets excluded)."""
+    import jericho  # type: ignore[import-untyped]
+    import textworld  # type: ignore[import-untyped]
+    import textworld.gym  # type: ignore[import-untyped]
+
+    infos = textworld.EnvInfos(admissible_commands=True)
+    seconds, steps = 0.0, 0
+    for path, (_, commands) in zip(paths, episodes, strict=True):
+        env_id = textworld.gym.register_game(
+            str(path), infos, max_episode_steps=len(commands) + 1, asynchronous=False
+        )
+        env = textworld.gym.make(env_id)
+        with warnings.catch_warnings():
+            # jericho warns that a generated story is not one of its known games.
+            warnings.simplefilter("ignore", jericho.UnsupportedGameWarning)
+            env.reset()
+        start = time.perf_counter()
+        for command in commands:
+            env.step(command)
+        seconds += time.perf_counter() - start
+        steps += len(commands)
+        env.close()
+    return steps / seconds
+
+
+def textworld_row(preset: str, games: int, steps: int) -> dict[str, Any]:
+    """Ours against textworld's gym env on the same games and commands."""
+    env = make(f"agentgym/TextWorld-{preset}-v0", split="test")
+    base: Any = env.unwrapped
+    task_ids = list(base.task_ids("test")[:games])
+    rng = np.random.default_rng(0)
+    # Commands both sides accept: ours refuses a non-admissible command without a turn of the
+    # engine, textworld's env parses it; admissible commands keep the two sides comparable.
+    episodes = []
+    for task_id in task_ids:
+        _, info = env.reset(options={"task_id": task_id})
+        commands = []
+        for _ in range(steps):
+            admissible = info["admissible_actions"]
+            commands.append(admissible[int(rng.integers(len(admissible)))])
+            _, _, terminated, truncated, info = env.step(commands[-1])
+            if terminated or truncated:
+                break
+        episodes.append((task_id, commands))
+    ours = _env_steps_per_s(env, episodes)
+    from agentgym.envs.text._tw import ensure_game
+
+    paths = [ensure_game(base.preset.spec(int(t))) for t in task_ids]
+    env.close()
+    peer = _stock_textworld_steps_per_s(paths, episodes)
+    return {
+        "env": f"TextWorld-{preset}",
+        "games": games,
+        "steps": sum(len(c) for _, c in episodes),
+        "env_steps_per_s": ours,
+        "peer": "textworld.gym",
+        "peer_steps_per_s": peer,
+        "ratio": ours / peer,
+        "overhead": peer / ours - 1.0,
+    }
+
+
+# ---------------------------------------------------------------------- generation
+def generation_rows(games: int) -> list[dict[str, Any]]:
+    """Seconds to generate one game of each preset, into a fresh folder (no cache)."""
+    from agentgym.envs.text import _tw
+    from agentgym.envs.text import alfworld_gen as gen
+    from agentgym.envs.text.textworld_env import PRESETS
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="agentgym-gen-") as tmp:
+        for preset in ("small", "standard"):
+            cache = gen.GameCache(gen.PRESETS[preset], root=Path(tmp) / "alfworld")
+            start = time.perf_counter()
+            for i in range(games):
+                cache.path("test", i)
+            rows.append(_generation_row(f"ALFWorld-{preset.title()}", games, start))
+        for preset in ("small", "medium"):
+            start = time.perf_counter()
+            for i in range(games):
+                spec = PRESETS[preset].spec(1100 + i)
+                _tw._generate(spec, Path(tmp) / "textworld" / preset / f"{spec.seed}.z8")
+            rows.append(_generation_row(f"TextWorld-{preset.title()}", games, start))
+    return rows
+
+
+def _generation_row(env: str, games: int, start: float) -> dict[str, Any]:
+    seconds = time.perf_counter() - start
+    return {"env": env, "games": games, "s_per_game": seconds / games}
+
+
+# ---------------------------------------------------------------------- run
+def run(console: Console, quick: bool = False) -> dict[str, Any]:
+    """All three tables; ``quick`` plays fewer games and steps (a smoke run)."""
+    games, steps, generated = (2, 10, 1) if quick else (12, 40, 4)
+    alfworld = [alfworld_row(p, games, steps) for p in ALFWORLD_PRESETS]
+    textworld = [textworld_row(p, games, steps) for p in TEXTWORLD_PRESETS]
+    generation = generation_rows(generated)
+    ratios = {f"{r['env']}_vs_{r['peer'].split()[-1]}": r["ratio"] for r in alfworld + textworld}
+    _print(console, alfworld, textworld, generation)
+    return {
+        "part": "text",
+        "rows": alfworld + textworld + generation,
+        "alfworld": alfworld,
+        "textworld": textworld,
+        "generation": generation,
+        "ratios": ratios,
+        "goals": {
+            "alfworld_speedup": GOAL_ALFWORLD_SPEEDUP,
+            "textworld_overhead": GOAL_TEXTWORLD_OVERHEAD,
+        },
+    }
+
+
+def _print(
+    console: Console,
+    alfworld: list[dict[str, Any]],
+    textworld: list[dict[str, Any]],
+    generation: list[dict[str, Any]],
+) -> None:
+    table = Table(title=f"ALFWorld against AlfredTWEnv (goal: ≥{GOAL_ALFWORLD_SPEEDUP:g}×)")
+    for column in ("env", "games", "steps", "agree", "engine st/s", "env st/s", "stock st/s"):
+        table.add_column(column, justify="left" if column == "env" else "right")
+    table.add_column("env / stock", justify="right")
+    for r in alfworld:
+        table.add_row(
+            r["env"],
+            str(r["games"]),
+            str(r["steps"]),
+            f"{r['agreement']:.1%}",
+            f"{r['engine_steps_per_s']:,.0f}",
+            f"{r['env_steps_per_s']:,.0f}",
+            f"{r['peer_steps_per_s']:,.1f}",
+            f"{r['ratio']:.1f}×",
+        )
+    console.print(table)
+    table = Table(
+        title=f"TextWorld against textworld.gym (goal: ≤{GOAL_TEXTWORLD_OVERHEAD:.0%} overhead)"
+    )
+    for column in ("env", "games", "steps", "ours st/s", "textworld.gym st/s", "overhead"):
+        table.add_column(column, justify="left" if column == "env" else "right")
+    for r in textworld:
+        table.add_row(
+            r["env"],
+            str(r["games"]),
+            str(r["steps"]),
+            f"{r['env_steps_per_s']:,.0f}",
+            f"{r['peer_steps_per_s']:,.0f}",
+            f"{r['overhead']:+.1%}",
+        )
+    console.print(table)
+    table = Table(title="Game generation (no cache)")
+    for column in ("env", "games", "s / game"):
+        table.add_column(column, justify="left" if column == "env" else "right")
+    for r in generation:
+        table.add_row(r["env"], str(r["games"]), f"{r['s_per_game']:.2f}")
+    console.print(table)

@@ -1,0 +1,51 @@
+"""The text-game family: TextWorld games generated from seeds and ALFWorld household tasks
+generated for ALFWorld's own PDDL domain, played on TextWorld's engines."""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+
+from agentgym.registry import register as _register
+
+# The family's dependencies, checked without importing them: importing textworld takes half a
+# second and ``import alfworld`` writes under $HOME (see alfworld_gen.import_alfworld).
+for _dependency in ("textworld", "alfworld"):
+    if find_spec(_dependency) is None:
+        raise ImportError(f"the text family needs {_dependency}: pip install 'agentgym[text]'")
+
+_TEXTWORLD = "agentgym.envs.text.textworld_env:TextWorldEnv"
+_ALFWORLD = "agentgym.envs.text.alfworld_env:ALFWorldEnv"
+
+_IDS = {
+    "agentgym/TextWorld-Small-v0": (
+        _TEXTWORLD,
+        {"preset": "small"},
+        "TextWorld quests generated from seeds: 3-5 rooms, 3-step quests (small)",
+    ),
+    "agentgym/TextWorld-Medium-v0": (
+        _TEXTWORLD,
+        {"preset": "medium"},
+        "TextWorld quests generated from seeds: 6-8 rooms, 5-step quests (medium)",
+    ),
+    "agentgym/ALFWorld-Small-v0": (
+        _ALFWORLD,
+        {"preset": "small"},
+        "ALFWorld household tasks on a few receptacles of an ALFRED room (short plans)",
+    ),
+    "agentgym/ALFWorld-Standard-v0": (
+        _ALFWORLD,
+        {"preset": "standard"},
+        "ALFWorld household tasks on whole ALFRED floor plans",
+    ),
+    "agentgym/ALFWorld-Official-v0": (
+        _ALFWORLD,
+        {"preset": "official"},
+        "ALFWorld's official games (path=DIR or ALFWORLD_DATA)",
+    ),
+}
+
+
+def register() -> None:
+    """Register the family's ids (idempotent)."""
+    for env_id, (entry, kwargs, description) in _IDS.items():
+        _register(env_id, entry, family="text", description=description, kwargs=kwargs)

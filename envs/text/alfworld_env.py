@@ -1,0 +1,855 @@
+"""ALFWorld household tasks on TextWorld's PDDL engine, with the text derived fast.
+
+The game engine is TextWorld's (``textworld.envs.pddl``: Fast Downward's successor generator
+applies the operators, TextWorld's context-sensitive grammar words the feedback), and the
+names are ALFWorld's (``AlfredDemangler``), so observations and admissible commands are the
+ones ALFWorld's ``AlfredTWEnv`` shows. What differs is the cost: TextWorld re-parses every
+grammar template with TatSu and deep-copies its derivation contexts at every step, which is
+almost all of a step's time. :class:`FastGrammar` derives the same text from templates parsed
+once, with shallow contexts; it never touches TextWorld's module state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import re
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agentgym.core.env import SPLITS, AgentEnv, Transition
+from agentgym.core.errors import BadInput, ResetNeeded, SnapshotMismatch
+from agentgym.core.spaces import String
+from agentgym.envs.text import alfworld_gen as gen
+
+NOTHING_HAPPENS = "Nothing happens."
+
+SKILL_HINTS = {
+    "pick_and_place_simple": (
+        "Find the object (open closed receptacles to look inside), take it, go to the target "
+        "receptacle, open it if it is closed, then move the object to it."
+    ),
+    "look_at_obj_in_light": (
+        "Find the object and take it, then go to the receptacle where the lamp stands and use "
+        "the lamp while holding the object."
+    ),
+    "pick_clean_then_place_in_recep": (
+        "Find the object, take it, go to the sinkbasin, clean it with the sinkbasin, then go to "
+        "the target receptacle and move the object to it."
+    ),
+    "pick_heat_then_place_in_recep": (
+        "Find the object, take it, go to the microwave, heat it with the microwave, then go to "
+        "the target receptacle and move the object to it."
+    ),
+    "pick_cool_then_place_in_recep": (
+        "Find the object, take it, go to the fridge, cool it with the fridge, then go to the "
+        "target receptacle and move the object to it."
+    ),
+    "pick_two_obj_and_place": (
+        "Find one object, take it, move it to the target receptacle; then find a second object "
+        "of the same kind, take it and move it to the same receptacle."
+    ),
+}
+
+# ALFWorld's split folders (alfworld/agents/config/base_config.yaml: data_path,
+# eval_id_data_path, eval_ood_data_path) for our train, val and test.
+OFFICIAL_SPLITS = {"train": "train", "val": "valid_seen", "test": "valid_unseen"}
+
+
+# ---------------------------------------------------------------------- fast text
+def _textgen() -> Any:
+    import textworld.envs.pddl.textgen as textgen  # type: ignore[import-untyped]
+
+    return textgen
+
+
+class FastGrammar:
+    """TextWorld's ``ContextSensitiveGrammar.derive``, with every template parsed once.
+
+    The derivation is the stock one step for step (same rule choice, same queries over the
+    state, same evaluation of ``{...}`` expressions, same list wording); the differences are
+    only in cost: parsed templates, parsed conditions and compiled expressions are cached,
+    and a derivation context is shared instead of deep-copied (nothing mutates it).
+    """
+
+    # Parsed templates, parsed queries and compiled expressions, shared by every game.
+    _symbols: ClassVar[dict[str, list[Any]]] = {}
+    _queries: ClassVar[dict[str, Any]] = {}
+    _code: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, grammar: Any):
+        self._rules: dict[str, list[Any]] = grammar._rules
+        self._tg = _textgen()
+        self._globals = dict(vars(self._tg))  # what an expression sees in TextWorld, copied
+        self._static: dict[tuple[str, frozenset[str]], bool] = {}
+
+    def _parse(self, text: str) -> list[Any]:
+        symbols = self._symbols.get(text)
+        if symbols is None:
+            symbols = self._tg._parse_and_convert(text, rule_name="symbols")
+            self._symbols[text] = symbols
+        return symbols
+
+    def _query(self, expression: str) -> Any:
+        rule = self._queries.get(expression)
+        if rule is None:
+            from textworld.logic import Rule  # type: ignore[import-untyped]
+
+            rule = Rule.parse_conjunctive_query(expression)
+            self._queries[expression] = rule
+        return rule
+
+    def _contexts(
+        self, state: Any, infos: dict[str, Any], given: Any, variables: dict, mapping: dict
+    ) -> list[tuple[dict, dict]]:
+        if not given:
+            return [(variables, mapping)]
+        out = []
+        for found in state.all_assignments(self._query(given), mapping):
+            v = dict(variables)
+            v.update({ph.name: infos[var.name] for ph, var in found.items()})
+            m = dict(mapping)
+            m.update(found)
+            out.append((v, m))
+        return out
+
+    def _rule(self, state: Any, name: str, mapping: dict) -> Any:
+        rules = self._rules.get(name)
+        if not rules:
+            raise self._tg.CSGUnknownSymbolError(name)
+        for rule in rules:
+            if not rule.condition:
+                return rule
+            query = self._query(rule.condition)
+            if next(iter(state.all_assignments(query, mapping)), None) is not None:
+                return rule
+        raise IndexError("list index out of range")  # what the stock derivation raises
+
+    def _eval(self, expression: str, variables: dict) -> Any:
+        code = self._code.get(expression)
+        if code is None:
+            code = compile(expression, "<grammar>", "eval")
+            self._code[expression] = code
+        return eval(code, self._globals, dict(variables))
+
+    def derive(
+        self, state: Any, infos: dict[str, Any], start: str, variables: dict, mapping: dict
+    ) -> str:
+        """The text TextWorld derives from ``start`` in this state and context."""
+        tg = self._tg
+        out: list[str] = []
+        stack = [(s, variables, mapping) for s in reversed(self._parse(start))]
+        while stack:
+            sym, var, mp = stack.pop()
+            kind = type(sym)
+            if kind is tg.TerminalSymbol:
+                out.append(str(sym.symbol))
+            elif kind is tg.NonterminalSymbol:
+                rule = self._rule(state, str(sym.symbol), mp)
+                stack.extend((s, var, mp) for s in reversed(rule.rhs))
+            elif kind is tg.ConditionalSymbol:
+                found = self._contexts(state, infos, sym.given, var, mp)
+                stack.extend((sym.expression, v, m) for v, m in reversed(found))
+            elif kind is tg.EvalSymbol:
+                out.append(str(self._eval(sym.expression, var)))
+            elif kind is tg.ListSymbol:
+                inner = sym.symbol
+                found = self._contexts(state, infos, inner.given, var, mp)
+                items = [(inner.expression, v, m) for v, m in found]
+                stack.extend(reversed(self._display_list(items, var, mp)))
+            else:
+                raise NotImplementedError(f"Unknown symbol: {kind}")
+        return "".join(out)
+
+    def is_static(self, start: str, dynamic: frozenset[str]) -> bool:
+        """Whether the text of ``start`` depends on its context alone: no query or rule condition
+        it can reach names a predicate in ``dynamic`` (one that actions change)."""
+        key = (start, dynamic)
+        if key not in self._static:
+            self._static[key] = self._symbols_static(self._parse(start), dynamic, set())
+        return self._static[key]
+
+    def _symbols_static(self, symbols: list[Any], dynamic: frozenset[str], seen: set[str]) -> bool:
+        tg = self._tg
+        for sym in symbols:
+            kind = type(sym)
+            if kind is tg.ListSymbol:
+                sym = sym.symbol
+                kind = type(sym)
+            if kind is tg.ConditionalSymbol:
+                if sym.given and not self._query_static(sym.given, dynamic):
+                    return False
+                if not self._symbols_static([sym.expression], dynamic, seen):
+                    return False
+            elif kind is tg.NonterminalSymbol:
+                name = str(sym.symbol)
+                if name in seen:
+                    continue
+                seen.add(name)
+                for rule in self._rules.get(name, []):
+                    if rule.condition and not self._query_static(rule.condition, dynamic):
+                        return False
+                    if not self._symbols_static(rule.rhs, dynamic, seen):
+                        return False
+        return True
+
+    def _query_static(self, expression: str, dynamic: frozenset[str]) -> bool:
+        names = {p.name.removeprefix("not_") for p in self._query(expression).preconditions}
+        return not names & dynamic
+
+    def _display_list(self, items: list[tuple], variables: dict, mapping: dict) -> list[tuple]:
+        tg = self._tg
+        if not items:
+            return [(tg.NonterminalSymbol("list_empty"), variables, mapping)]
+        if len(items) == 1:
+            return items
+        sep = (tg.NonterminalSymbol("list_separator"), variables, mapping)
+        last = (tg.NonterminalSymbol("list_last_separator"), variables, mapping)
+        joined: list[tuple] = []
+        for item in items[:-1]:
+            if joined:
+                joined.append(sep)
+            joined.append(item)
+        return [*joined, last, items[-1]]
+
+
+# ---------------------------------------------------------------------- the engine
+class AlfredGame:
+    """One ALFWorld game: TextWorld's PDDL engine, ALFWorld's names, :class:`FastGrammar` text.
+
+    ``reset()`` returns the intro; after ``step(command)``, ``feedback`` is the text of the last
+    admissible command played (a command that is not admissible changes nothing: TextWorld
+    then shows "Nothing happens."); ``admissible`` is the sorted list of commands (TextWorld's
+    ``admissible_commands``).
+    """
+
+    def __init__(self, game: dict[str, Any]):
+        self.game = game
+        self.domain: str = game["pddl_domain"]
+        self.problem: str = game["pddl_problem"]
+        self.goal = gen.goal_section(self.problem)
+        self.logic = gen.game_logic(self.domain, game["grammar"])
+        self.text = FastGrammar(self.logic.grammar)
+        self.translation = gen.translate(self.domain, self.problem)
+        self._lib: Any = gen.LIBS.acquire()
+        self.state: Any = None
+        self.infos: dict[str, Any] = {}
+        self.admissible: list[str] = []
+        self._by_command: dict[str, Any] = {}
+        self._by_operator: dict[str, Any] = {}
+        self._commands: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+        self.feedback = ""
+
+    def close(self) -> None:
+        """Hand the planner library back (the game cannot be played afterwards)."""
+        if self._lib is not None:
+            gen.LIBS.release(self._lib)
+            self._lib = None
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # interpreter shutdown may have torn down gen
+            self.close()
+
+    # -------------------------------------------------------------- play
+    def reset(self) -> str:
+        """Start over; the intro text."""
+        self.state = gen.new_state(self._lib, self.problem, self.logic, self.translation)
+        if not self.infos:
+            self.infos = gen.entity_infos(self.state)
+        self.feedback = self.text.derive(self.state, self.infos, "#intro#", {}, {})
+        self._refresh()
+        return self.feedback
+
+    def step(self, command: str) -> bool:
+        """Play an admissible command (True; ``feedback`` is its text) or nothing (False)."""
+        action = self._by_command.get(command)
+        if action is None:
+            return False
+        self._apply(action)
+        self.feedback = self.text.derive(
+            self.state, self.infos, action.feedback_rule, self._variables(action), action.mapping
+        )
+        self._refresh()
+        return True
+
+    def replay(self, operators: Sequence[str]) -> str:
+        """Apply operators by name (no text on the way); the feedback of the last one."""
+        last = None
+        for name in operators:
+            action = self._by_operator.get(name)
+            if action is None:
+                raise SnapshotMismatch(f"operator {name!r} is not applicable on replay")
+            self._apply(action)
+            self._index_operators()
+            last = action
+        if last is None:
+            self.feedback = self.text.derive(self.state, self.infos, "#intro#", {}, {})
+        else:
+            self.feedback = self.text.derive(
+                self.state, self.infos, last.feedback_rule, self._variables(last), last.mapping
+            )
+        self._refresh()
+        return self.feedback
+
+    def operator_of(self, command: str) -> str:
+        """The operator name an admissible command applies."""
+        return str(self.state._operators[self._by_command[command].id].name)
+
+    def _apply(self, action: Any) -> None:
+        self.state.apply(action)
+
+    def _variables(self, action: Any) -> dict[str, Any]:
+        return {ph.name: self.infos[var.name] for ph, var in action.mapping.items()}
+
+    def _index_operators(self) -> list[Any]:
+        actions = self.state.all_applicable_actions()
+        ops = self.state._operators
+        self._by_operator = {ops[a.id].name: a for a in actions}
+        return list(actions)
+
+    def _command(self, action: Any) -> str:
+        """An action's command as ``PddlEnv._gather_infos`` words it; remembered when the
+        template's text cannot change during the game (see :meth:`FastGrammar.is_static`)."""
+        template = action.command_template
+        key = (template, tuple(sorted((ph.name, v.name) for ph, v in action.mapping.items())))
+        text = self._commands.get(key)
+        if text is None:
+            variables = self._variables(action)
+            text = self.text.derive(self.state, self.infos, template, variables, action.mapping)
+            if "{" in text or "}" in text:  # format_command's str.format (a no-op otherwise)
+                text = text.format(**{k: info.name for k, info in self.infos.items()})
+            if self.text.is_static(template, self.translation[2]):
+                self._commands[key] = text
+        return text
+
+    def _refresh(self) -> None:
+        """Admissible commands as TextWorld's ``PddlEnv._gather_infos`` words and orders them."""
+        by_command: dict[str, Any] = {}
+        for action in self._index_operators():
+            by_command.setdefault(self._command(action), action)
+        self._by_command = by_command
+        self.admissible = sorted(by_command)
+
+    # -------------------------------------------------------------- state
+    @property
+    def won(self) -> bool:
+        """Whether the goal holds."""
+        return bool(self.state.check_goal())
+
+    def dynamic_facts(self) -> list[str]:
+        """The facts actions can change, sorted (the engine state beyond the static scene),
+        with TextWorld's records of removed facts (``not_...``, which its grammar queries)."""
+        dynamic = self.translation[2]
+        return sorted(
+            str(f)
+            for sig, fs in self.state._facts.items()
+            if sig.name.removeprefix("not_") in dynamic
+            for f in fs
+        )
+
+    def state_key(self) -> str:
+        """sha1 of the dynamic facts."""
+        return hashlib.sha1("\n".join(self.dynamic_facts()).encode()).hexdigest()
+
+    def plan(self) -> list[str] | None:
+        """The planner's commands from the current state to the goal, or None."""
+        operators = gen.plan(self.domain, self.state, self.goal)
+        if operators is None:
+            return None
+        return list(self.state.plan_to_templated_actions(operators, self.infos))
+
+
+# ---------------------------------------------------------------------- progress
+class _Goal:
+    """The task's goal conditions, counted on the engine's facts for ``info["progress"]``."""
+
+    def __init__(self, task_type: str, params: dict[str, Any]):
+        self.task_type = task_type
+        self.obj = f"{params.get('object_target', '')}type".lower()
+        self.recep = f"{params.get('parent_target', '')}type".lower()
+        self.toggle = f"{params.get('toggle_target', '')}type".lower()
+
+    def progress(self, state: Any) -> float:
+        """Fraction of the goal conditions met (1.0 exactly when the goal holds)."""
+        facts: dict[str, list[tuple[str, ...]]] = defaultdict(list)
+        for sig, found in state._facts.items():
+            if sig.name in _PROGRESS_PREDICATES:
+                facts[sig.name].extend(tuple(v.name for v in f.arguments) for f in found)
+        otype = gen.pairs(facts["objecttype"])
+        rtype = gen.pairs(facts["receptacletype"])
+        objs = {o for o, t in otype.items() if t == self.obj}
+        placed = [
+            (o, r) for o, r in facts["inreceptacle"] if o in objs and rtype.get(r) == self.recep
+        ]
+        t = self.task_type
+        if t == "pick_and_place_simple":
+            return 1.0 if placed else 0.0
+        if t == "pick_two_obj_and_place":
+            per = Counter(r for _, r in placed)
+            return min(max(per.values(), default=0), 2) / 2
+        if t == "look_at_obj_in_light":
+            held = any(o in objs for _, o in facts["holds"])
+            here = {loc for _, loc in facts["atlocation"]}
+            r_loc = gen.pairs(facts["receptacleatlocation"])
+            lit = {o for (o,) in facts["istoggled"] if otype.get(o) == self.toggle}
+            on = any(o in lit and r_loc.get(r) in here for o, r in facts["inreceptacle"])
+            return (held + on) / 2
+        prop = {"clean": "isclean", "heat": "ishot", "cool": "iscool"}[t.split("_")[1]]
+        done = {o for (o,) in facts[prop] if o in objs}
+        if not done:
+            return 0.0
+        return 1.0 if any(o in done for o, _ in placed) else 0.5
+
+
+_PROGRESS_PREDICATES = frozenset(
+    {
+        "objecttype",
+        "receptacletype",
+        "inreceptacle",
+        "holds",
+        "atlocation",
+        "receptacleatlocation",
+        "istoggled",
+        "isclean",
+        "ishot",
+        "iscool",
+    }
+)
+
+
+# ---------------------------------------------------------------------- tasks
+@functools.lru_cache(maxsize=8)
+def _official_tasks(root: str) -> dict[str, tuple[str, ...]]:
+    """Task ids (trial folders relative to ``root``) per split, filtered as ALFWorld's
+    ``AlfredTWEnv.collect_game_files`` filters them: the six task types, no movable or sliced
+    trials, a game file marked solvable."""
+    out: dict[str, tuple[str, ...]] = {}
+    for split, folder in OFFICIAL_SPLITS.items():
+        found = []
+        base = Path(root) / folder
+        for traj in sorted(base.glob("*/*/traj_data.json")):
+            rel = traj.parent.relative_to(root).as_posix()
+            if "movable" in rel or "Sliced" in rel:
+                continue
+            if _official_type(traj) in gen.TASK_TYPES and _solvable(traj.parent / "game.tw-pddl"):
+                found.append(rel)
+        out[split] = tuple(found)
+    return out
+
+
+def _official_type(traj: Path) -> str:
+    prefix = traj.parent.parent.name.split("-", 1)[0]
+    if prefix in gen.TASK_TYPES:
+        return prefix
+    return str(json.loads(traj.read_text())["task_type"])
+
+
+def _solvable(game: Path) -> bool:
+    if not game.exists():
+        return False
+    with game.open("rb") as f:
+        f.seek(max(0, game.stat().st_size - 200))
+        tail = f.read().decode("utf-8", "replace")
+    m = re.search(r'"solvable":\s*(true|false)', tail)
+    if m:
+        return m.group(1) == "true"
+    return bool(json.loads(game.read_text()).get("solvable"))
+
+
+def official_root(path: str | os.PathLike[str] | None) -> Path:
+    """The ``json_2.1.1`` folder of ALFWorld's data at ``path`` or ``$ALFWORLD_DATA``."""
+    where = path if path is not None else os.environ.get("ALFWORLD_DATA")
+    hint = (
+        "pass path=DIR or set ALFWORLD_DATA to a folder holding "
+        "json_2.1.1/{train,valid_seen,valid_unseen}"
+    )
+    if not where:
+        raise BadInput(f"ALFWorld-Official needs ALFWorld's data: {hint}")
+    root = Path(where).expanduser()
+    if (root / "json_2.1.1").is_dir():
+        root = root / "json_2.1.1"
+    if not all((root / f).is_dir() for f in OFFICIAL_SPLITS.values()):
+        raise BadInput(f"no ALFWorld data at {str(root)!r}: {hint}")
+    return root.resolve()
+
+
+# ---------------------------------------------------------------------- the env
+class ALFWorldEnv(AgentEnv[str, str]):
+    """Household tasks of ALFWorld, as text, on TextWorld's PDDL engine.
+
+    ## Description
+    An ALFRED room (kitchen, living room, bedroom or bathroom) with receptacles and objects,
+    and one of ALFWorld's six task types: pick and place, look at an object under a lamp,
+    clean / heat / cool an object then place it, place two objects. Games are generated for
+    ALFWorld's own PDDL domain and grammar from the floor plans shipped in the alfworld wheel
+    (presets ``small`` and ``standard``; see :mod:`agentgym.envs.text.alfworld_gen`), or read
+    from ALFWorld's official data (preset ``official``: ``path`` or ``$ALFWORLD_DATA``, the
+    ``json_2.1.1`` layout; train, valid_seen and valid_unseen are our train, val and test).
+
+    ## Tasks
+    Generated presets: task ids ``<split>-<index>`` (small: 3000 / 120 / 120 for train / val /
+    test; standard: 3600 / 144 / 144); the task type is ``TASK_TYPES[index % 6]``, so the six
+    types come in equal shares. Train and val draw rooms from ALFRED's training scenes, test
+    from its held-out scenes (ALFWorld's seen / unseen split). Small keeps at most 7
+    receptacles of the room and a few other objects (plans of at most 10 steps); standard keeps
+    the whole floor plan. Official: the trial folders ALFWorld's ``AlfredTWEnv`` would load.
+
+    ## Observation
+    Text, byte for byte what ALFWorld's ``AlfredTWEnv`` shows: the intro ("-= Welcome to
+    TextWorld, ALFRED! =-", the room, "Your task is to: ...") on reset, then the feedback of
+    each command ("Nothing happens." for one that is not admissible).
+
+    ## Action
+    Text (:class:`~agentgym.core.spaces.String`): one of ``info["admissible_actions"]``
+    (TextWorld's admissible commands, sorted as TextWorld sorts them), surrounding whitespace
+    ignored. Anything else costs a turn and changes nothing (``action_valid`` False).
+
+    ## Rewards
+    1.0 on the turn the goal holds, else 0. ``info["reward_components"]``: success.
+    ``info["progress"]``: the fraction of the goal conditions met (object placed; object
+    cleaned / heated / cooled and placed; object held and lamp on at the agent's location;
+    two objects placed).
+
+    ## Termination
+    Terminates when the goal holds; truncates after ``max_turns`` (30 on small, 50 otherwise).
+
+    ## Snapshots
+    The engine's state is native (a Fast Downward library) and cannot be serialised, so a
+    snapshot holds the operators applied so far; ``restore`` replays them on a fresh game and
+    checks the hash of the last feedback (:class:`~agentgym.core.errors.SnapshotMismatch`).
+    Pickling goes through the same route.
+
+    ## Privileged
+    ``privileged_context``: a short skill hint for the task type.
+
+    ## Registered ids
+    ``agentgym/ALFWorld-Small-v0`` (preset small), ``agentgym/ALFWorld-Standard-v0`` (preset
+    standard), ``agentgym/ALFWorld-Official-v0`` (preset official, ``path``).
+
+    ## Version history
+    v0: first version.
+    """
+
+    family = "text"
+    domain = "alfworld"
+    supports_snapshot = True
+    default_max_turns = 50
+
+    def __init__(self, preset: str = "small", path: str | None = None, **kwargs: Any):
+        """Create the env.
+
+        Args:
+            preset: "small" or "standard" (generated games), or "official" (ALFWorld's data).
+            path: for "official", the data folder (``$ALFWORLD_DATA`` if None); its
+                ``json_2.1.1`` folder or the folder holding it.
+            **kwargs: split, privileged, max_turns, render_mode (see :class:`AgentEnv`).
+        """
+        if preset not in (*gen.PRESETS, "official"):
+            raise BadInput(f"unknown ALFWorld preset {preset!r}: use small, standard or official")
+        if preset == "small":
+            kwargs.setdefault("max_turns", 30)
+        super().__init__(**kwargs)
+        self.preset = preset
+        self.observation_space = String()
+        self.action_space = String()
+        self._root: Path | None = None
+        self._cache: gen.GameCache | None = None
+        if preset == "official":
+            if path is None and not os.environ.get("ALFWORLD_DATA"):
+                raise BadInput(
+                    "ALFWorld-Official needs ALFWorld's data: pass path=DIR or set ALFWORLD_DATA"
+                )
+            self._root = official_root(path)
+            self._tasks = _official_tasks(str(self._root))
+        else:
+            params = gen.PRESETS[preset]
+            self._cache = gen.GameCache(params)
+            self._tasks = {
+                split: tuple(f"{split}-{i:05d}" for i in range(n))
+                for split, n in zip(SPLITS, params.split_sizes, strict=True)
+            }
+        self._task_sets = {s: frozenset(ids) for s, ids in self._tasks.items()}
+        self._game: AlfredGame | None = None
+        self._game_task: str | None = None
+        self._traj: dict[str, Any] = {}
+        self._goal: _Goal | None = None
+        self._history: list[str] = []
+        self._plan: list[str] = []
+        self._plan_key = ""
+
+    # ------------------------------------------------------------------ tasks
+    def task_ids(self, split: str | None = None) -> Sequence[str]:
+        """The task ids of ``split`` (the env's own split if None)."""
+        return self._tasks[split or self.split]
+
+    def _has_task(self, task_id: str) -> bool:
+        return any(task_id in ids for ids in self._task_sets.values())
+
+    def task_type_of(self, task_id: str) -> str:
+        """One of ALFWorld's six task type names."""
+        if self._root is not None:
+            return _official_type(self._root / task_id / "traj_data.json")
+        return gen.TASK_TYPES[int(task_id.rsplit("-", 1)[1]) % len(gen.TASK_TYPES)]
+
+    def game_path(self, task_id: str) -> Path:
+        """The ``game.tw-pddl`` of ``task_id`` (generated on first use for generated presets)."""
+        if self._root is not None:
+            return self._root / task_id / "game.tw-pddl"
+        assert self._cache is not None
+        split, index = task_id.rsplit("-", 1)
+        return self._cache.path(split, int(index))
+
+    def _config(self) -> dict[str, Any]:
+        if self._cache is not None:
+            return {"preset": self.preset, "games": self._cache.params.key()}
+        ids = json.dumps(self._tasks, sort_keys=True).encode()
+        return {"preset": self.preset, "tasks": hashlib.sha256(ids).hexdigest()}
+
+    # ------------------------------------------------------------------ episodes
+    def _load(self, task_id: str) -> AlfredGame:
+        if self._game is None or self._game_task != task_id:
+            path = self.game_path(task_id)
+            if self._game is not None:
+                self._game.close()
+            self._game = AlfredGame(json.loads(path.read_text()))
+            self._game_task = task_id
+            self._traj = json.loads((path.parent / "traj_data.json").read_text())
+            self._goal = _Goal(self.task_type_of(task_id), self._traj.get("pddl_params", {}))
+        return self._game
+
+    def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
+        game = self._load(task_id)
+        obs = game.reset()
+        self._history = []
+        self._plan, self._plan_key = [], ""
+        return obs, self._info(valid=True)
+
+    def _apply(self, action: Any) -> Transition:
+        game = self._game
+        assert game is not None
+        command = action.strip() if isinstance(action, str) else None
+        valid = command is not None and command in game._by_command
+        if valid:
+            assert command is not None
+            operator = game.operator_of(command)
+            game.step(command)
+            self._history.append(operator)
+        info = self._info(valid=valid)
+        if valid and self._plan and self._plan[0] == command:
+            self._plan.pop(0)  # on plan: the rest of the plan holds from the new state
+            self._plan_key = info["state_key"]
+        reward = 1.0 if info["won"] else 0.0
+        obs = game.feedback if valid else NOTHING_HAPPENS
+        return Transition(obs, reward, info["won"], info)
+
+    def _info(self, *, valid: bool) -> dict[str, Any]:
+        game = self._game
+        assert game is not None and self._goal is not None
+        won = game.won
+        return {
+            "action_valid": bool(valid),
+            "won": won,
+            "admissible_actions": list(game.admissible),
+            "state_key": game.state_key(),
+            "reward_components": {"success": 1.0 if won else 0.0},
+            "progress": 1.0 if won else float(self._goal.progress(game.state)),
+            "segments": [],
+            "provenance": {"visited": [], "cited": [], "produced": [], "consumed": []},
+        }
+
+    def _privileged_info(self) -> dict[str, Any]:
+        assert self._task_id is not None
+        return {"privileged_context": SKILL_HINTS[self.task_type_of(self._task_id)]}
+
+    # ------------------------------------------------------------------ oracle
+    def oracle_action(self) -> str:
+        """The next command of the planner's plan from the current state (re-planned when the
+        state is not the one the plan expects)."""
+        game = self._game
+        if game is None:
+            raise ResetNeeded("oracle_action() needs a started episode: call reset() first")
+        key = game.state_key()
+        if not self._plan or self._plan_key != key:
+            self._plan = game.plan() or ["look"]
+            self._plan_key = key
+        return self._plan[0]
+
+    # ------------------------------------------------------------------ snapshots
+    def _get_state(self) -> dict[str, Any]:
+        game = self._game
+        assert game is not None
+        return {
+            "operators": list(self._history),
+            "feedback_sha256": hashlib.sha256(game.feedback.encode()).hexdigest(),
+        }
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        assert self._task_id is not None
+        game = self._load(self._task_id)
+        game.reset()
+        feedback = game.replay(state["operators"])
+        if hashlib.sha256(feedback.encode()).hexdigest() != state["feedback_sha256"]:
+            raise SnapshotMismatch(
+                f"replaying the snapshot of task {self._task_id} gave another observation"
+            )
+        self._history = list(state["operators"])
+        self._plan, self._plan_key = [], ""
+
+    def close(self) -> None:
+        """Release the game's planner library."""
+        if self._game is not None:
+            self._game.close()
+            self._game = None
+            self._game_task = None
+
+
+# ---------------------------------------------------------------------- the stock reference
+_STOCK_RUNNER = r"""
+import json, sys, time
+spec_path, out_path = sys.argv[1:3]  # Fast Downward's translator overwrites sys.argv
+spec = json.load(open(spec_path))
+from alfworld.agents.environment.alfred_tw_env import AlfredTWEnv
+config = {
+    "env": {"goal_desc_human_anns_prob": 0, "task_types": [1, 2, 3, 4, 5, 6],
+            "domain_randomization": False, "expert_type": "handcoded"},
+    "dataset": {"data_path": spec["root"], "eval_id_data_path": spec["root"],
+                "eval_ood_data_path": spec["root"], "num_train_games": -1, "num_eval_games": -1},
+    "general": {"training_method": "dqn"},
+    "rl": {"training": {"max_nb_steps_per_episode": 10000}},
+}
+env = AlfredTWEnv(config, train_eval="train").init_env(batch_size=1)
+records, seconds, steps = {}, 0.0, 0
+for _ in spec["commands"]:
+    obs, infos = env.reset()
+    game = infos["extra.gamefile"][0]
+    rows = [[obs[0], infos["admissible_commands"][0], bool(infos["won"][0])]]  # batch of one
+    start = time.perf_counter()
+    for command in spec["commands"][game]:
+        obs, _, _, infos = env.step([command])
+        rows.append([obs[0], infos["admissible_commands"][0], bool(infos["won"][0])])
+    seconds += time.perf_counter() - start
+    steps += len(spec["commands"][game])
+    records[game] = rows
+with open(out_path, "w") as f:
+    json.dump({"records": records, "seconds": seconds, "steps": steps}, f)
+"""
+
+
+@dataclass(frozen=True)
+class StockComparison:
+    """Ours against ALFWorld's ``AlfredTWEnv`` on the same games and commands.
+
+    Attributes:
+        observations: observations compared (intros and step feedback).
+        agreeing: how many were byte-identical with an identical admissible list and won flag.
+        steps: commands played per side.
+        ours_steps_per_s: our steps per second (steps only, resets excluded).
+        stock_steps_per_s: ``AlfredTWEnv``'s, measured in a separate process.
+    """
+
+    observations: int
+    agreeing: int
+    steps: int
+    ours_steps_per_s: float
+    stock_steps_per_s: float
+
+    @property
+    def agreement(self) -> float:
+        """Fraction of observations that agree."""
+        return self.agreeing / self.observations
+
+    @property
+    def speedup(self) -> float:
+        """Our steps per second over the stock env's."""
+        return self.ours_steps_per_s / self.stock_steps_per_s
+
+
+def compare_with_stock(
+    games: Sequence[Path],
+    steps: int = 40,
+    seed: int = 0,
+    invalid_rate: float = 0.1,
+    commands: Sequence[Sequence[str]] | None = None,
+) -> StockComparison:
+    """Play the same commands on ``games`` here and in ALFWorld's ``AlfredTWEnv`` (a separate
+    process: ``AlfredTWEnv`` with the dqn setting, which adds no expert, over a folder holding
+    exactly these games) and compare every observation, admissible list and won flag.
+
+    Commands: ``commands[i]`` on game ``i`` if given, else up to ``steps`` per game, uniform
+    over the admissible commands, with an unknown command ``invalid_rate`` of the time; either
+    way until the game is won. Each game folder needs its ``traj_data.json`` (``AlfredTWEnv``
+    skips games without one).
+    """
+    import itertools
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    with tempfile.TemporaryDirectory(prefix="alfworld-stock-") as tmp:
+        root = Path(tmp) / "games"
+        to_play: dict[str, list[str]] = {}
+        ours: dict[str, list[list[Any]]] = {}
+        seconds = 0.0
+        for i, src in enumerate(games):
+            dst = root / f"{i:04d}"
+            dst.mkdir(parents=True)
+            for name in ("game.tw-pddl", "traj_data.json"):
+                (dst / name).write_bytes((Path(src).parent / name).read_bytes())
+            game = AlfredGame(json.loads((dst / "game.tw-pddl").read_text()))
+            rows = [[game.reset(), list(game.admissible), game.won]]
+            played: list[str] = []
+            start = time.perf_counter()
+            given = None if commands is None else list(commands[i])
+            for turn in range(steps if given is None else len(given)):
+                if given is not None:
+                    command = given[turn]
+                elif rng.random() < invalid_rate:
+                    command = "do a barrel roll"
+                else:
+                    command = game.admissible[int(rng.integers(len(game.admissible)))]
+                valid = game.step(command)
+                played.append(command)
+                obs = game.feedback if valid else NOTHING_HAPPENS
+                rows.append([obs, list(game.admissible), game.won])
+                if game.won:
+                    break
+            seconds += time.perf_counter() - start
+            game.close()
+            key = str(dst / "game.tw-pddl")
+            to_play[key], ours[key] = played, rows
+        spec, out = Path(tmp) / "spec.json", Path(tmp) / "stock.json"
+        spec.write_text(json.dumps({"root": str(root), "commands": to_play}))
+        env = {**os.environ, "ALFWORLD_DATA": tmp, "HOME": tmp}
+        subprocess.run(
+            [sys.executable, "-c", _STOCK_RUNNER, str(spec), str(out)],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=1800,
+        )
+        stock = json.loads(out.read_text())
+    total = sum(len(rows) for rows in ours.values())
+    agreeing = sum(
+        a == b
+        for key, rows in ours.items()
+        for a, b in itertools.zip_longest(rows, stock["records"][key])
+        if a is not None
+    )
+    n_steps = sum(len(c) for c in to_play.values())
+    return StockComparison(
+        observations=total,
+        agreeing=agreeing,
+        steps=n_steps,
+        ours_steps_per_s=n_steps / seconds,
+        stock_steps_per_s=stock["steps"] / stock["seconds"],
+    )

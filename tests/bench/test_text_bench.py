@@ -1,0 +1,30 @@
+"""bench text: the tables' shape on a smoke run (speeds are measured, never asserted)."""
+
+import io
+
+from rich.console import Console
+
+from agentgym.bench import run_bench
+
+
+def test_quick_run_compares_both_engines_with_their_stock_envs():
+    console = Console(file=io.StringIO(), width=200)
+    doc = run_bench("text", console, quick=True)
+    assert [r["env"] for r in doc["alfworld"]] == ["ALFWorld-Small", "ALFWorld-Standard"]
+    assert [r["env"] for r in doc["textworld"]] == ["TextWorld-Small", "TextWorld-Medium"]
+    # both sides played the same commands and every observation agreed with AlfredTWEnv's
+    assert all(r["agreement"] == 1.0 and r["steps"] > 0 for r in doc["alfworld"])
+    assert all(r["env_steps_per_s"] > 0 and r["peer_steps_per_s"] > 0 for r in doc["textworld"])
+    assert {r["env"] for r in doc["generation"]} == {
+        "ALFWorld-Small",
+        "ALFWorld-Standard",
+        "TextWorld-Small",
+        "TextWorld-Medium",
+    }
+    assert set(doc["ratios"]) == {
+        "ALFWorld-Small_vs_AlfredTWEnv",
+        "ALFWorld-Standard_vs_AlfredTWEnv",
+        "TextWorld-Small_vs_textworld.gym",
+        "TextWorld-Medium_vs_textworld.gym",
+    }
+    assert "ALFWorld against AlfredTWEnv" in console.file.getvalue()
