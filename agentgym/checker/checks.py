@@ -20,6 +20,7 @@ from agentgym.agents.builtin import OracleAgent, RandomAgent
 from agentgym.checker.transcript import (
     ADVERSARIAL_ACTIONS,
     canonical,
+    continue_canonical,
     transcript,
     transcript_digest,
 )
@@ -144,16 +145,6 @@ def check_cross_process(ctx: Ctx) -> None:
     assert out.stdout.strip() == here, "transcript differs in another process"
 
 
-def _continue(env: gym.Env[Any, Any], actions: list[Any]) -> list[bytes]:
-    out = []
-    for a in actions:
-        obs, r, term, trunc, info = env.step(a)
-        out.append(canonical([obs, r, term, trunc, info]))
-        if term or trunc:
-            break
-    return out
-
-
 def _prefix(ctx: Ctx, seed: int) -> tuple[gym.Env[Any, Any], list[Any]]:
     """An env a few random valid steps into an episode, and the actions that will follow."""
     env, agent = ctx.make(), RandomAgent()
@@ -179,7 +170,9 @@ def check_pickle(ctx: Ctx) -> None:
     """An env pickled mid-episode continues exactly like the original."""
     env, follow = _prefix(ctx, seed=11)
     clone = pickle.loads(pickle.dumps(env))
-    assert _continue(clone, follow) == _continue(env, follow), "pickled env diverged"
+    assert continue_canonical(clone, follow) == continue_canonical(env, follow), (
+        "pickled env diverged"
+    )
 
 
 def check_snapshot(ctx: Ctx) -> None:
@@ -192,7 +185,9 @@ def check_snapshot(ctx: Ctx) -> None:
     fresh = ctx.make()
     _unwrapped(fresh).restore(snap)
     assert _unwrapped(fresh).snapshot() == snap, "snapshot of a restored env differs"
-    assert _continue(fresh, follow) == _continue(env, follow), "restored env diverged"
+    assert continue_canonical(fresh, follow) == continue_canonical(env, follow), (
+        "restored env diverged"
+    )
 
 
 def check_info(ctx: Ctx) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,18 @@ def jsonable(x: Any) -> Any:
 def canonical(record: Any) -> bytes:
     """Canonical JSON bytes of a record (sorted keys, no spaces)."""
     return json.dumps(jsonable(record), sort_keys=True, separators=(",", ":")).encode()
+
+
+def continue_canonical(env: Any, actions: Sequence[Any]) -> list[bytes]:
+    """Step ``actions`` on a started ``env`` until the episode ends; the canonical bytes of
+    each step's ``(obs, reward, terminated, truncated, info)`` (to compare two envs' futures)."""
+    out = []
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(action)
+        out.append(canonical([obs, reward, terminated, truncated, info]))
+        if terminated or truncated:
+            break
+    return out
 
 
 def transcript(

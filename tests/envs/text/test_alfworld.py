@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from agentgym.agents.builtin import RandomAgent
-from agentgym.checker.transcript import ADVERSARIAL_ACTIONS, canonical
+from agentgym.checker.transcript import ADVERSARIAL_ACTIONS, continue_canonical
 from agentgym.core.errors import BadInput, SnapshotMismatch
 from agentgym.core.info import info_problems
 from agentgym.envs.text import alfworld_gen as gen
@@ -57,16 +57,6 @@ def _play_oracle(env, task_id=None, seed=None):
         _, _, term, trunc, info = env.step(action)
         if term or trunc:
             return bool(info["won"]), played
-
-
-def _play(env, actions):
-    out = []
-    for a in actions:
-        obs, r, term, trunc, info = env.step(a)
-        out.append(canonical([obs, r, term, trunc, info]))
-        if term or trunc:
-            break
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -265,7 +255,7 @@ def test_snapshot_restores_on_a_fresh_instance(small):
     fresh = ALFWorldEnv("small", split="test", privileged=True)
     fresh.restore(snap)
     assert fresh.snapshot() == snap
-    assert _play(fresh, plan) == _play(small, plan)
+    assert continue_canonical(fresh, plan) == continue_canonical(small, plan)
     assert fresh.done
 
 
@@ -274,7 +264,7 @@ def test_pickle_mid_episode(small):
     clone = pickle.loads(pickle.dumps(small))
     assert clone.task_id == small.task_id and clone.turn == small.turn
     actions = [small.oracle_action(), "look", "inventory", "bad", small.oracle_action()]
-    assert _play(clone, actions) == _play(small, actions)
+    assert continue_canonical(clone, actions) == continue_canonical(small, actions)
 
 
 def test_doctored_snapshot_raises(small):

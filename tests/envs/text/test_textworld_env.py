@@ -11,7 +11,7 @@ import pytest
 import textworld
 
 from agentgym.agents.builtin import RandomAgent
-from agentgym.checker.transcript import canonical
+from agentgym.checker.transcript import canonical, continue_canonical
 from agentgym.core.errors import BadInput, ResetNeeded, SnapshotMismatch
 from agentgym.core.info import info_problems
 from agentgym.envs.text import _tw
@@ -26,17 +26,6 @@ def env():
     env = TextWorldEnv("small", split="test")
     yield env
     env.close()
-
-
-def _play(env, actions):
-    """Canonical records of stepping ``actions`` until the episode ends."""
-    out = []
-    for a in actions:
-        obs, r, term, trunc, info = env.step(a)
-        out.append(canonical([obs, r, term, trunc, info]))
-        if term or trunc:
-            break
-    return out
 
 
 def _random_prefix(env, task_id, n, seed):
@@ -279,7 +268,7 @@ def test_snapshot_restores_on_a_fresh_instance(env):
     fresh.restore(snap)
     assert fresh.snapshot() == snap
     assert fresh.turn == env.turn and fresh.task_id == env.task_id
-    assert _play(fresh, plan) == _play(env, plan)
+    assert continue_canonical(fresh, plan) == continue_canonical(env, plan)
     fresh.close()
 
 
@@ -304,5 +293,5 @@ def test_pickle_mid_episode(env):
     clone = pickle.loads(pickle.dumps(env))
     assert clone.task_id == env.task_id and clone.turn == env.turn
     plan = _oracle_run(pickle.loads(pickle.dumps(env)))[0]
-    assert _play(clone, plan) == _play(env, plan)
+    assert continue_canonical(clone, plan) == continue_canonical(env, plan)
     clone.close()
