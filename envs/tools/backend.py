@@ -121,6 +121,13 @@ class Domain:
         conflicting calls and runs the rest concurrently."""
         raise NotImplementedError
 
+    def changes(self, state: dict[str, Any], name: str, arguments: dict[str, Any]) -> list[str]:
+        """The paths a write call will change, given ``state`` before the call. Defaults to
+        the written paths of :meth:`resources`, which cannot look at the state; a domain
+        may name finer ones (the booking a cancellation refunds) to keep the env's state
+        digest cheap. They must cover every change the call makes."""
+        return self.resources(name, arguments)[1]
+
     def tasks(self, state: dict[str, Any], seed: int, per_type: int) -> list[Task]:
         """``per_type`` tasks of every type in ``TASK_TYPES`` for the initial ``state``
         (never changed here), deterministic in ``seed``; ids unique, gold calls valid."""

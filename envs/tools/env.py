@@ -320,15 +320,16 @@ class ToolsEnv(AgentEnv[str, str]):
                 continue
             call = {"name": block.name, "arguments": block.arguments}
             tool = self._world.validator.tools[block.name]
-            reads, writes = self._world.domain.resources(block.name, block.arguments)
+            domain = self._world.domain
+            reads, writes = domain.resources(block.name, block.arguments)
+            changes = []
+            if tool.writes:
+                changes = domain.changes(self._state, block.name, block.arguments)
             try:
-                result = self._world.domain.call(
-                    self._state, block.name, copy.deepcopy(block.arguments)
-                )
+                result = domain.call(self._state, block.name, copy.deepcopy(block.arguments))
                 ok = True
                 valid_calls.append(call)
-                if tool.writes:
-                    self._digest.invalidate(writes)
+                self._digest.invalidate(changes)
             except ToolFailure as failure:
                 all_ok, ok = False, False
                 result = error(failure.code, block.name, failure.message)

@@ -863,6 +863,31 @@ class TravelDomain(Domain):
             return ["travellers"], []
         raise KeyError(name)
 
+    def changes(self, state: dict[str, Any], name: str, arguments: dict[str, Any]) -> list[str]:
+        """Finer than :meth:`resources`, from the state before the call: a new booking or
+        payment adds one entity under the next id; a cancellation changes its booking, the
+        flight or hotel it holds and the payment it refunds."""
+        a = arguments
+        new_booking = f"bookings/b{state['next_booking']}"
+        if name == "book_flight":
+            return [f"flights/{a['flight_id']}", new_booking]
+        if name == "book_hotel":
+            return [f"hotels/{a['hotel_id']}", new_booking]
+        if name == "pay_booking":
+            return [f"bookings/{a['booking_id']}", f"payments/pay{state['next_payment']}"]
+        if name == "cancel_booking":
+            booking = state["bookings"].get(a["booking_id"])
+            if booking is None:
+                return []  # the call fails and changes nothing
+            held = (
+                f"flights/{booking['flight_id']}"
+                if booking["kind"] == "flight"
+                else f"hotels/{booking['hotel_id']}"
+            )
+            paid = [f"payments/{booking['payment_id']}"] if booking["payment_id"] else []
+            return [f"bookings/{a['booking_id']}", held, *paid]
+        return super().changes(state, name, arguments)
+
     # ---- tasks ---------------------------------------------------------------------------
 
     def tasks(self, state: dict[str, Any], seed: int, per_type: int) -> list[Task]:

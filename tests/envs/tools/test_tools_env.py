@@ -224,3 +224,54 @@ def test_the_incremental_state_key_equals_a_full_recomputation(domain):
                 break
             assert base._digest.hexdigest(base._state) == StateDigest().hexdigest(base._state)
     assert any(t.writes for t in tools)
+
+
+def _entities(state):
+    """Every ``top/key`` entity path (or ``top`` for a scalar) with its JSON."""
+    out = {}
+    for top, value in state.items():
+        if isinstance(value, dict):
+            out.update({f"{top}/{k}": json.dumps(v, sort_keys=True) for k, v in value.items()})
+        else:
+            out[top] = json.dumps(value)
+    return out
+
+
+def _above_or_below(a, b):
+    return a.startswith(b + "/") or b.startswith(a + "/")
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_a_write_changes_only_what_the_domain_says_it_changes(domain):
+    """``Domain.changes`` (the state digest's invalidation, by entity) covers every entity a
+    successful write creates, edits or removes; top-level scalars (id counters) are always
+    re-read."""
+    import copy
+
+    from agentgym.envs.tools.backend import ToolFailure
+
+    world = make(domain).unwrapped._world
+    writes = {t.name for t in world.domain.tools() if t.writes}
+    state = json.loads(world.state_json)
+    checked = 0
+    for task in world.tasks.values():
+        for call in (c for turn in task.gold_calls for c in turn):
+            if call.name not in writes:
+                continue
+            named = world.domain.changes(state, call.name, call.arguments)
+            before = _entities(state)
+            try:
+                world.domain.call(state, call.name, copy.deepcopy(call.arguments))
+            except ToolFailure:  # another task's call on a state it was not drawn for
+                assert _entities(state) == before
+                continue
+            after = _entities(state)
+            changed = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+            covered = {
+                p
+                for p in changed
+                if "/" not in p or any(n == p or _above_or_below(n, p) for n in named)
+            }
+            assert changed == covered, (call.name, sorted(changed - covered), named)
+            checked += 1
+    assert checked > 50
