@@ -14,6 +14,18 @@ instance across steps.
   (or cut off from every goal) has ``p = 0``.
 * Step labels: **reasonable** when ``(s, a)`` is an edge of the graph, else
   **progress-advancing** when ``p(s') > p(s)``, else **drift**.
+* Progress signal (``progress``; [D]: §6 allows "sub-goal predicates" as nodes and lists an
+  "optional sub-goal progress signal"): "graph" (default) uses ``p`` as above; "env" calls a
+  non-reasonable step advancing when the env's ``info["progress"]`` rose over it
+  (``after > before``), "both" when either ``p`` or the env's progress rose. ``after`` is the
+  turn's ``info["progress"]``, ``before`` the previous turn's; for the first turn it is the
+  reset's ``info["progress"]``, which a Trajectory keeps only in
+  ``turns[0].extras["observation_info"]`` (rollouts collected with snapshots on), else 0.0
+  (nothing achieved before the first action). A step whose ``after`` (or, past the first
+  turn, ``before``) is missing has no env signal and keeps its graph label, so envs without
+  ``"progress"`` need nothing new (``proas/progress_fallback_steps`` counts such
+  non-reasonable steps). Reasonable steps always come from the graph, and a task without a
+  graph is left alone under every setting.
 * Per-turn scalar advantage ``A_{i,k}``: the first policy token's value or the mean over the
   policy mask (``turn_value``); a changed turn is written back as ``A_{i,k} · m_t``.
 * Asymmetric masking: in a rollout with negative advantage (``Σ_k A_{i,k} < 0``), the
@@ -44,6 +56,7 @@ from agentgym.core.errors import BadInput
 WEIGHTS = ("future", "linear", "uniform")
 TURN_VALUES = ("mean", "first")
 LABELS = ("reasonable", "advancing", "drift")
+PROGRESS = ("graph", "env", "both")
 
 Step = tuple[str, Any, str | None]
 """(state key, action, next state key) of one turn."""
@@ -112,6 +125,41 @@ class ReferenceGraph:
         return "drift"
 
 
+def env_rises(traj: Trajectory) -> list[bool | None]:
+    """Per turn, whether the env's ``info["progress"]`` rose over the step; None where the
+    turn's progress (or, past the first turn, the previous turn's) is missing. Before the
+    first turn: the reset's progress if ``extras["observation_info"]`` kept it, else 0.0."""
+    if not traj.turns:
+        return []
+    before: Any = (traj.turns[0].extras.get("observation_info") or {}).get("progress", 0.0)
+    out: list[bool | None] = []
+    for turn in traj.turns:
+        after = turn.info.get("progress")
+        out.append(None if after is None or before is None else float(after) > float(before))
+        before = after
+    return out
+
+
+def step_labels(graph: ReferenceGraph, traj: Trajectory, progress: str) -> list[tuple[str, bool]]:
+    """``(label, fell_back)`` per turn of ``traj``: the graph's label, with "advancing"
+    decided by ``progress`` ("graph", "env" or "both"); ``fell_back`` marks a non-reasonable
+    step without an env signal under "env"/"both" (it keeps the graph's label)."""
+    labels = [graph.label(step) for step in steps_of(traj)]
+    if progress == "graph":
+        return [(label, False) for label in labels]
+    out = []
+    for label, rise in zip(labels, env_rises(traj), strict=True):
+        if label == "reasonable":
+            out.append((label, False))
+        elif rise is None:
+            out.append((label, True))
+        elif rise or (progress == "both" and label == "advancing"):
+            out.append(("advancing", False))
+        else:
+            out.append(("drift", False))
+    return out
+
+
 def drift_weights(drift: list[int], K: int, scheme: str) -> list[float]:
     """Normalised weights over the drift turn indices ``drift`` (ascending) of a K-turn
     rollout: "future" ∝ drift steps at or after k, "linear" ∝ K − k, "uniform" ∝ 1."""
@@ -148,6 +196,10 @@ class ProAS(CreditVariant):
         """a negative rollout with no negative drift step has its good steps masked and its
         negative mass dropped (False, as the masking rule says) or keeps its advantages
         (True)."""
+        progress: str = "graph"
+        """what makes a non-reasonable step progress-advancing ([D]): "graph" (its reference
+        graph node progress rose), "env" (the env's ``info["progress"]`` rose over the step;
+        a step without it keeps the graph's label) or "both" (either rose)."""
 
         def __post_init__(self):
             if self.window < 1:
@@ -158,6 +210,8 @@ class ProAS(CreditVariant):
                 raise BadInput(
                     f"proas turn_value must be one of {TURN_VALUES}, got {self.turn_value!r}"
                 )
+            if self.progress not in PROGRESS:
+                raise BadInput(f"proas progress must be one of {PROGRESS}, got {self.progress!r}")
 
     def __init__(self, config: Any = None):
         super().__init__(config)
@@ -192,7 +246,7 @@ class ProAS(CreditVariant):
             task: ReferenceGraph.from_successes(list(paths))
             for task, paths in self.successes.items()
         }
-        counts = dict.fromkeys((*LABELS, "masked", "redistributed", "no_graph"), 0)
+        counts = dict.fromkeys((*LABELS, "masked", "redistributed", "no_graph", "fallback"), 0)
         moved = 0.0
         for i, traj in enumerate(batch.trajectories):
             keys = [(i, k) for k in range(len(traj.turns))]
@@ -204,9 +258,11 @@ class ProAS(CreditVariant):
             if graph is None:
                 counts["no_graph"] += 1
                 continue
-            labels = {(i, k): graph.label(step) for k, step in enumerate(steps_of(traj))}
+            marks = step_labels(graph, traj, cfg.progress)
+            labels = {(i, k): label for k, (label, _) in enumerate(marks)}
             for key in A:
                 counts[labels[key]] += 1
+                counts["fallback"] += marks[key[1]][1]
             new: dict[Key, float] = {}
             total = sum(A.values())
             if total < 0:
@@ -241,3 +297,5 @@ class ProAS(CreditVariant):
         batch.metrics["proas/moved_mass"] = moved
         batch.metrics["proas/rollouts_without_graph"] = float(counts["no_graph"])
         batch.metrics["proas/tasks_with_graph"] = float(len(graphs))
+        if cfg.progress != "graph":
+            batch.metrics["proas/progress_fallback_steps"] = float(counts["fallback"])

@@ -9,7 +9,14 @@ Three terms, no extra forward pass:
 * frontier-relative (same-state) term: step samples of a group that act from the same menu
   state (``turn.state_key``) form a bucket; ``A^SNC_{i,k} = R^s_{i,k} − mean_bucket R^s`` with
   the discounted step return ``R^s_{i,k} = Σ_{k'≥k} γ^{k'−k} r_{i,k'}`` (outcome R_i in the
-  last step's r; a singleton bucket gives 0);
+  last step's r; a singleton bucket gives 0). ``frontier="rank"`` takes §16's other form, a
+  rank against the other frontier options observed at that state ([D]: the ranking rule is
+  derived): the bucket's samples are grouped by the action they took (``extras["action"]``,
+  else the response tokens), each distinct action's value is the mean R^s of its samples, the
+  values are ranked (ties share the average rank) and the ranks mapped to [−0.5, 0.5] (worst
+  option −0.5, best +0.5); each sample gets its action's centred rank, so a bucket with one
+  option, or all options tied, gives 0. Rank is scale-free: one lucky rollout with a large
+  return moves its option to the top and no further, it cannot dominate the bucket;
 * dependency credit: per rollout, edge ``b → a`` when turn ``a`` consumes a graph node that
   turn ``b < a`` produced (``info["provenance"]``; the latest earlier producer of the node,
   or every one). Each turn's credit ``c(a)`` (``dep_credit``: its A^SNC, the outcome-carrying
@@ -17,8 +24,8 @@ Three terms, no extra forward pass:
   ``D(b) = Σ_{a reachable from b} γ_dep^{dist(b,a)} c(a)`` with ``dist`` the fewest edges
   from b to a; a turn's own credit is not added to itself (it already has it).
 
-``A_{i,k,t} = (A^E_i + ω A^SNC_{i,k} + λ D_{i,k}) · m_t``. With ``lam = 0`` this is GiGPO in
-mean_norm mode with exact state keys.
+``A_{i,k,t} = (A^E_i + ω A^SNC_{i,k} + λ D_{i,k}) · m_t``. With ``lam = 0`` and
+``frontier="mean"`` this is GiGPO in mean_norm mode with exact state keys.
 
 Provenance in the menu search env (``agentgym/Search-Menu-*``): ``produced`` and
 ``consumed`` are the node ids of the last action only (a search produces entity nodes
@@ -33,14 +40,17 @@ dependency term is 0 there.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from agentgym.baselines.credit import Batch, Context, CreditVariant, Key, Trajectory, register
+from agentgym.baselines.credit.proas import action_of
 from agentgym.core.errors import BadInput
 
+FRONTIERS = ("mean", "rank")
 EPISODE_STATS = ("steps", "rollouts")
 DEP_CREDITS = ("snc", "outcome", "both")
 PRODUCERS = ("latest", "all")
@@ -92,6 +102,36 @@ def propagate(parents: list[set[int]], credit: list[float], gamma_dep: float) ->
     return D
 
 
+def frontier_rank(returns: Sequence[float], actions: Sequence[Hashable]) -> list[float]:
+    """Centred rank of each sample's action among the distinct actions of one same-state bucket.
+
+    Args:
+        returns: the step return R^s of each sample in the bucket.
+        actions: the action each sample took (same length); equal actions are one option.
+
+    Returns:
+        Per sample, its option's rank mapped to [−0.5, 0.5]: an option's value is the mean R^s
+        of its samples; the lowest value ranks −0.5 and the highest +0.5, tied values share the
+        average rank (exact float equality), and a single option gives 0.
+    """
+    by_action: dict[Hashable, list[float]] = {}
+    for a, r in zip(actions, returns, strict=True):
+        by_action.setdefault(a, []).append(r)
+    value = {a: sum(rs) / len(rs) for a, rs in by_action.items()}
+    n = len(value)
+    if n < 2:
+        return [0.0] * len(returns)
+    ordered = sorted(value.values())
+    # average 0-based rank of each distinct value: the middle of its run in the sorted list
+    first: dict[float, int] = {}
+    last: dict[float, int] = {}
+    for pos, v in enumerate(ordered):
+        first.setdefault(v, pos)
+        last[v] = pos
+    centred = {a: (first[v] + last[v]) / 2 / (n - 1) - 0.5 for a, v in value.items()}
+    return [centred[a] for a in actions]
+
+
 @register("snc")
 class SNC(CreditVariant):
     """Structured same-state credit (CREDIT.md §16): episode advantage + ω · same-menu-state
@@ -103,6 +143,12 @@ class SNC(CreditVariant):
     class Config:
         omega: float = 1.0
         """ω, weight of the frontier-relative same-state term A^SNC."""
+        frontier: str = "mean"
+        """form of A^SNC within a same-state bucket: "mean" (``R^s − mean_bucket R^s``) or
+        "rank" (the centred rank in [−0.5, 0.5] of the sample's action among the distinct
+        actions taken at that state, each valued by its mean R^s). [D]: §16 names the rank
+        form without a rule; rank is scale-free, so one lucky rollout cannot dominate a
+        bucket."""
         lam: float = 0.5
         """λ, weight of the dependency credit D (0: off)."""
         gamma: float = 0.95
@@ -121,6 +167,7 @@ class SNC(CreditVariant):
 
         def __post_init__(self):
             for name, value, valid in (
+                ("frontier", self.frontier, FRONTIERS),
                 ("dep_credit", self.dep_credit, DEP_CREDITS),
                 ("producers", self.producers, PRODUCERS),
                 ("episode_stats", self.episode_stats, EPISODE_STATS),
@@ -173,8 +220,13 @@ class SNC(CreditVariant):
                         )
                     buckets.setdefault(turn.state_key, []).append((i, k))
             for bucket in buckets.values():
-                returns = torch.tensor([R_s[key] for key in bucket], dtype=torch.float64)
-                for key, a in zip(bucket, self._centred(returns, returns).tolist(), strict=True):
+                if cfg.frontier == "rank":
+                    acts = [action_of(batch.trajectories[i].turns[k]) for i, k in bucket]
+                    terms = frontier_rank([R_s[key] for key in bucket], acts)
+                else:
+                    returns = torch.tensor([R_s[key] for key in bucket], dtype=torch.float64)
+                    terms = self._centred(returns, returns).tolist()
+                for key, a in zip(bucket, terms, strict=True):
                     A_S[key] = a
                 sizes.append(len(bucket))
 
