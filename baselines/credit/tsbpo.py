@@ -17,6 +17,19 @@ Sampling, per task, a leaf budget ``B = R + Q`` (the run's ``group_size``):
   entropy proxy). The ridge pulls ``w`` towards ``w₀ = (0, 1, 0, 0, 0)``, for which ``p̂`` is
   exactly the task's Beta prior mean: the model before any data.
 
+Tree depth ([D], derived: CREDIT.md lets branch nodes lie "anywhere in the tree" and names no
+schedule). ``depth = D`` spends ``Q`` in ``D`` rounds; round ``d = 1..D`` places
+``⌈Q_left / (D − d + 1)⌉`` branches (what a round cannot place carries to the next; what the
+last cannot place becomes extra roots, so ``B`` stays exact) over the candidate nodes of every
+leaf sampled so far, with the same contrast score and per-node cap (counted over all rounds).
+A root's candidates are its turns ``k ≥ min_branch_turn``; a branch's are its own suffix
+turns ``k > branch_turn`` (its first own turn acts from its parent's node, so a branch there
+would be one more sibling at that node and could bypass the cap). A branch of a branch is
+restored from the snapshot its parent recorded at turn ``k`` and shares the parent's prefix,
+exactly like a branch of a root; its features ``x(n)`` are read off that branch (its depth,
+outcome and turn-``k`` response). ``depth = 1`` is one round over the roots: the two-level
+tree. ``p̂`` is refitted once per step, after the last round.
+
 Advantages per owned turn ``(i, k)`` (shared prefix copies of branches get no key), with
 ``A = A^root + w_sib A^sib + w_ss A^ss``:
 
@@ -74,7 +87,9 @@ def response_nll(turn: Any) -> float:
 
 
 def node_features(task_prior: float, root: Trajectory, k: int) -> np.ndarray:
-    """The feature row [5] (:data:`FEATURES`) of the node before turn ``k`` of ``root``."""
+    """The feature row [5] (:data:`FEATURES`) of the node before turn ``k`` of ``root``: the
+    trajectory whose own turn ``k`` is (a root, or with ``depth ≥ 2`` a branch, whose length,
+    outcome and response then fill the depth, root-outcome and nll columns)."""
     return np.array(
         [
             1.0,
@@ -141,17 +156,22 @@ def n_roots(budget: int, task_prior: float, min_roots: int, max_root_fraction: f
 
 
 def allocate_branches(
-    p_hat: np.ndarray, budget: int, cap: int, rng: np.random.Generator | None = None
+    p_hat: np.ndarray,
+    budget: int,
+    cap: int | np.ndarray,
+    rng: np.random.Generator | None = None,
 ) -> np.ndarray:
-    """Branches per node [n] maximising ``Σ_n q_n p̂_n (1 − p̂_n)`` s.t. ``q_n ≤ cap`` and
-    ``Σ q_n ≤ budget``: nodes in order of decreasing contrast, each filled up to the cap.
+    """Branches per node [n] maximising ``Σ_n q_n p̂_n (1 − p̂_n)`` s.t. ``q_n ≤ cap_n`` and
+    ``Σ q_n ≤ budget``: nodes in order of decreasing contrast, each filled up to its cap.
 
-    The objective is linear in ``q``, so this greedy fill is optimal. Ties (e.g. before the
-    model has data, when all nodes of a task share the prior) are broken by ``rng``'s
-    permutation, or by node order without one. Less than ``budget`` is placed when
-    ``cap · n < budget``.
+    The objective is linear in ``q``, so this greedy fill is optimal. ``cap`` is one cap for
+    every node or [n] caps (what is left of each node's cap after earlier rounds). Ties (e.g.
+    before the model has data, when all nodes of a task share the prior) are broken by
+    ``rng``'s permutation, or by node order without one. Less than ``budget`` is placed when
+    ``Σ cap_n < budget``.
     """
     n = len(p_hat)
+    caps = np.broadcast_to(np.asarray(cap, dtype=int), (n,))
     order = np.arange(n) if rng is None else rng.permutation(n)
     contrast = p_hat * (1.0 - p_hat)
     order = order[np.argsort(-contrast[order], kind="stable")]
@@ -160,9 +180,21 @@ def allocate_branches(
     for j in order:
         if left <= 0:
             break
-        counts[j] = min(cap, left)
+        counts[j] = min(max(int(caps[j]), 0), left)
         left -= counts[j]
     return counts
+
+
+def candidate_nodes(leaves: list[Trajectory], min_turn: int) -> list[tuple[Trajectory, int]]:
+    """The nodes ``(trajectory, k)`` a branch may restart from, leaf by leaf: a root's turns
+    ``k ≥ min_turn``, a branch's own suffix turns ``k > branch_turn`` (and ``≥ min_turn``)."""
+    nodes = []
+    for traj in leaves:
+        start = min_turn
+        if traj.parent_id is not None:
+            start = max(min_turn, (traj.branch_turn or 0) + 1)
+        nodes += [(traj, k) for k in range(start, len(traj.turns))]
+    return nodes
 
 
 # ---------------------------------------------------------------- the tree of a batch
@@ -333,10 +365,12 @@ class TSBPO(CreditVariant):
       the root-outcome feature. Before ``min_fit_examples`` exist, ``p̂`` is the task's Beta
       prior mean ``(α + wins) / (α + β + roots)`` (roots' outcomes only: branches are chosen,
       not drawn);
-    * branches come from the roots' nodes in one round (a two-level tree per step), at turns
-      ``k ≥ min_branch_turn`` (default 1: a branch at turn 0 would be a fresh episode without
-      a root advantage); the advantages handle trees of any depth. Budget the per-node cap
-      cannot place becomes extra roots, so every task still has ``B`` leaves;
+    * by default (``depth=1``) branches come from the roots' nodes in one round (a two-level
+      tree per step), at turns ``k ≥ min_branch_turn`` (default 1: a branch at turn 0 would
+      be a fresh episode without a root advantage). ``depth ≥ 2`` splits ``Q`` over that many
+      rounds, each also choosing among earlier branches' own suffix nodes (module docstring);
+      the advantages handle trees of any depth. Budget the per-node caps cannot place becomes
+      extra roots, so every task still has ``B`` leaves;
     * ``A^root`` covers roots only and ``A^sib``/``A^ss`` are raw differences (no std), as the
       spec writes them; ``w_sib`` and ``w_ss`` set their scale. ``ss_tree_mean`` switches the
       same-state return between the tree mean and the plain per-leaf one;
@@ -388,6 +422,11 @@ class TSBPO(CreditVariant):
         then)."""
         buffer_size: int = 4096
         """most recent branch outcomes kept for fitting."""
+        depth: int = 1
+        """most branching levels per tree, one allocation round each ([D], derived): 1 =
+        branches from roots only (two-level trees); d ≥ 2 = round r places
+        ⌈Q_left / (d − r + 1)⌉ branches on nodes of every leaf so far, including earlier
+        branches' own suffix turns, by the same p̂(1 − p̂) score and per-node caps."""
 
         def __post_init__(self):
             if self.min_roots < 1 or self.max_branches_per_node < 1:
@@ -402,6 +441,11 @@ class TSBPO(CreditVariant):
                 raise BadInput(f"tsbpo min_branch_turn must be >= 0, got {self.min_branch_turn}")
             if self.newton_steps < 1 or self.buffer_size < 1 or self.min_fit_examples < 1:
                 raise BadInput("tsbpo newton_steps, buffer_size, min_fit_examples must be >= 1")
+            if isinstance(self.depth, bool) or not isinstance(self.depth, int) or self.depth < 1:
+                raise BadInput(
+                    f"tsbpo depth must be an int >= 1 (1 = branch from roots only), "
+                    f"got {self.depth!r}"
+                )
 
     def __init__(self, config: Any = None):
         super().__init__(config)
@@ -447,56 +491,83 @@ class TSBPO(CreditVariant):
         counts = [n_roots(B, p, cfg.min_roots, cfg.max_root_fraction) for p in priors]
         roots = _collect(ctx.policy, pool, tasks, counts, [0] * len(tasks), rollout)
 
-        # 2. p̂ at every root node; branch where the expected contrast p̂(1 − p̂) is largest
-        pairs: list[tuple[Trajectory, int]] = []
+        # 2. `depth` rounds, each spending its share of Q = B − R where p̂(1 − p̂) is largest
+        # among the nodes of every leaf so far (round 1: the roots'); caps count all rounds
+        kids: list[list[Trajectory]] = [[] for _ in tasks]
+        used: list[dict[tuple[str | None, int], int]] = [defaultdict(int) for _ in tasks]
+        left = [B - len(r) for r in roots]
         X_branched: list[np.ndarray] = []
-        p_nodes: list[float] = []
+        branched: list[Trajectory] = []  # every branch, in the order of X_branched
+        p_nodes: dict[tuple[int, str | None, int], float] = {}
         p_branched: list[float] = []
-        per_task: list[int] = []
-        for task_roots, prior in zip(roots, priors, strict=True):
-            nodes = [
-                (traj, k)
-                for traj in task_roots
-                for k in range(cfg.min_branch_turn, len(traj.turns))
-            ]
-            rows = [node_features(prior, traj, k) for traj, k in nodes]
-            X = np.array(rows).reshape(len(nodes), len(FEATURES))
-            p_hat = predict(self.w, X)
-            q = allocate_branches(p_hat, B - len(task_roots), cfg.max_branches_per_node, ctx.rng)
-            for node, x, p, n in zip(nodes, X, p_hat, q, strict=True):
-                pairs += [node] * n
-                X_branched += [x] * n
-                p_branched += [float(p)] * n
-            p_nodes += p_hat.tolist()
-            per_task.append(int(q.sum()))
+        for d in range(cfg.depth):
+            pairs: list[tuple[Trajectory, int]] = []
+            owners: list[int] = []
+            p_round: list[float] = []
+            for t, prior in enumerate(priors):
+                nodes, X, p_hat, q = self._plan(
+                    roots[t] + kids[t], prior, -(-left[t] // (cfg.depth - d)), used[t], ctx.rng
+                )
+                for node, x, p, n in zip(nodes, X, p_hat, q, strict=True):
+                    pairs += [node] * n
+                    owners += [t] * n
+                    X_branched += [x] * n
+                    p_round += [float(p)] * n
+                    p_nodes.setdefault((t, node[0].node_id, node[1]), float(p))
+                left[t] -= int(q.sum())
 
-        # 3. budget the caps could not place (very short roots): more fresh episodes
-        extra = [B - len(r) - q for r, q in zip(roots, per_task, strict=True)]
-        if any(extra):
-            more = _collect(ctx.policy, pool, tasks, extra, [len(r) for r in roots], rollout)
-            roots = [r + m for r, m in zip(roots, more, strict=True)]
+            # 3. budget no round could place (very short leaves): more fresh episodes
+            if d == cfg.depth - 1 and any(left):
+                more = _collect(ctx.policy, pool, tasks, left, [len(r) for r in roots], rollout)
+                roots = [r + m for r, m in zip(roots, more, strict=True)]
 
-        # 4. every branch of the step in one lockstep call (a node repeated n times gives
-        # continuations j = 0..n-1, so node ids stay unique)
-        kids = branch(ctx.policy, pool, pairs, 1, rollout) if pairs else []
-        for kid, p in zip(kids, p_branched, strict=True):
-            kid.extras["tsbpo_p_hat"] = p
+            # 4. the round's branches in one lockstep call; node ids count every branch of a
+            # node over all rounds, so they stay unique within the tree
+            new = branch(ctx.policy, pool, pairs, 1, rollout) if pairs else []
+            for kid, (parent, k), t, p in zip(new, pairs, owners, p_round, strict=True):
+                kid.node_id = f"{parent.node_id}/{k}.{used[t][(parent.node_id, k)]}"
+                used[t][(parent.node_id, k)] += 1
+                kid.extras["tsbpo_p_hat"] = p
+                kids[t].append(kid)
+            branched += new
+            p_branched += p_round
 
-        # 5. the task's roots, then its branches; all share the task's group id
-        batch.trajectories = []
-        start = 0
-        for task_roots, n_kids in zip(roots, per_task, strict=True):
-            batch.trajectories += task_roots + kids[start : start + n_kids]
-            start += n_kids
-
-        self.learn([t for r in roots for t in r], X_branched, kids)
+        # 5. the task's roots, then its branches round by round; all share the task's group id
+        batch.trajectories = [traj for r, ks in zip(roots, kids, strict=True) for traj in r + ks]
+        self.learn([t for r in roots for t in r], X_branched, branched)
         batch.metrics["tsbpo/roots"] = float(sum(len(r) for r in roots))
-        batch.metrics["tsbpo/branches"] = float(len(kids))
-        batch.metrics["tsbpo/p_hat_mean"] = float(np.mean(p_nodes)) if p_nodes else 0.0
+        batch.metrics["tsbpo/branches"] = float(len(branched))
+        branch_ids = {kid.node_id for kid in branched}
+        batch.metrics["tsbpo/deep_branches"] = float(
+            sum(kid.parent_id in branch_ids for kid in branched)
+        )
+        batch.metrics["tsbpo/p_hat_mean"] = (
+            float(np.mean(list(p_nodes.values()))) if p_nodes else 0.0
+        )
         if p_branched:
             batch.metrics["tsbpo/p_hat_branched"] = float(np.mean(p_branched))
         batch.metrics["tsbpo/task_prior_mean"] = float(np.mean(priors)) if priors else 0.0
         batch.metrics["tsbpo/model_examples"] = float(len(self.y))
+
+    def _plan(
+        self,
+        leaves: list[Trajectory],
+        prior: float,
+        budget: int,
+        used: dict[tuple[str | None, int], int],
+        rng: np.random.Generator | None,
+    ) -> tuple[list[tuple[Trajectory, int]], np.ndarray, np.ndarray, np.ndarray]:
+        """One task's round: its candidate nodes [n], their features X [n, 5], ``p̂`` [n] and
+        the branches ``q`` [n] placed on them (``Σ q ≤ budget``, each within what is left of
+        its node's cap after ``used``)."""
+        cfg = self.cfg
+        nodes = candidate_nodes(leaves, cfg.min_branch_turn)
+        rows = [node_features(prior, traj, k) for traj, k in nodes]
+        X = np.array(rows).reshape(len(nodes), len(FEATURES))
+        p_hat = predict(self.w, X)
+        caps = [cfg.max_branches_per_node - used.get((traj.node_id, k), 0) for traj, k in nodes]
+        q = allocate_branches(p_hat, budget, np.array(caps, dtype=int), rng)
+        return nodes, X, p_hat, q
 
     def advantages(self, batch: Batch, ctx: Context) -> None:
         cfg = self.cfg
