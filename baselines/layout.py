@@ -73,12 +73,14 @@ class History:
         """Append the response to the current observation."""
         self.responses.append(_ids(response_ids))
 
-    def prompt(self, window: int | None) -> list[int]:
+    def prompt(self, window: int | None, pin_first: bool = False) -> list[int]:
         """The prompt for the current (last) observation.
 
         Args:
             window: how many previous (observation, action) pairs precede the current
                 observation (0: the observation alone); None: the whole episode (concat).
+            pin_first: also keep the episode's first observation (where text games state
+                the task) at the head of the prompt when the window has moved past it.
 
         Raises:
             ValueError: there is no current observation, or responses and observations do
@@ -93,7 +95,10 @@ class History:
         if window is not None and window < 0:
             raise ValueError(f"history window must be >= 0 or None, got {window}")
         start = 0 if window is None else max(0, k - window)
-        out = list(self._segment(start, first=True))
+        if pin_first and start > 0:
+            out = [*self._segment(0, first=True), *self._segment(start, first=False)]
+        else:
+            out = list(self._segment(start, first=True))
         for j in range(start, k):
             out += self.responses[j]
             out += self._segment(j + 1, first=False)
@@ -120,6 +125,7 @@ def history_prompt(
     observations: Sequence[Any],
     responses: Sequence[Sequence[int] | Tensor],
     window: int | None,
+    pin_first: bool = False,
 ) -> list[int]:
     """The prompt for ``observations[-1]`` given the episode so far (see :class:`History`).
 
@@ -129,8 +135,9 @@ def history_prompt(
         responses: the token ids of every earlier action, eos included
             (``len(responses) == len(observations) - 1``).
         window: previous (observation, action) pairs to include; None for all (concat).
+        pin_first: keep the first observation at the head once the window has left it.
     """
-    return History(policy, observations, responses).prompt(window)
+    return History(policy, observations, responses).prompt(window, pin_first)
 
 
 def context_limit(policy: Any) -> int | None:

@@ -61,6 +61,10 @@ class RolloutConfig:
     """per-step only: how many previous (observation, action) pairs precede the current
     observation in each prompt (0: the current observation alone). A per-step prompt longer
     than the policy's context is cut by the policy (most recent tokens kept)."""
+    pin_first: bool = False
+    """per-step only: keep the episode's first observation at the head of every prompt, before
+    the history window (text games state the task only there; verl-agent's ALFWorld prompt
+    likewise always carries the task)."""
     snapshots: bool = False
     """Keep the env state each turn acted from in ``turn.extras["snapshot"]`` (bytes of
     ``env.unwrapped.snapshot()``; with the observation and its info in ``"observation"`` and
@@ -72,8 +76,10 @@ class RolloutConfig:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
         if self.history < 0:
             raise ValueError(f"history must be >= 0, got {self.history}")
-        if self.layout == "concat" and self.history:
-            raise ValueError("history applies to the per-step layout; concat keeps everything")
+        if self.layout == "concat" and (self.history or self.pin_first):
+            raise ValueError(
+                "history and pin_first apply to the per-step layout; concat keeps everything"
+            )
 
     @property
     def window(self) -> int | None:
@@ -146,8 +152,8 @@ def collect(
 
     Returns:
         One trajectory per rollout, groups contiguous, in task order; ``node_id`` is
-        ``"{group_id}:{j}"`` for the group's ``j``-th rollout, ``extras["layout"]`` and
-        ``extras["history"]`` record ``cfg``'s layout.
+        ``"{group_id}:{j}"`` for the group's ``j``-th rollout, ``extras`` records
+        ``cfg``'s layout, history and pin_first.
     """
     rows = [(task, seed, j) for task, seed in tasks for j in range(group_size)]
     if gumbel_keys is not None and len(gumbel_keys) != len(rows):
@@ -283,7 +289,7 @@ def replay(
             turns (temperature 1, under the decoding masks); otherwise leave it None.
 
     Returns:
-        The trajectory, ``extras["layout"]`` and ``["history"]`` set from ``cfg``; outcome,
+        The trajectory, ``extras`` holding ``cfg``'s layout, history and pin_first; outcome,
         ``terminated`` and ``truncated`` come from the last step when the episode ended
         there (actions that stop before the end leave both flags False and outcome 0).
 
@@ -304,7 +310,7 @@ def replay(
                 f"replay of {group}: the episode ended at turn {k - 1}, before action "
                 f"{k} of {len(actions)} ({action!r})"
             )
-        prompt = history.prompt(cfg.window)
+        prompt = history.prompt(cfg.window, cfg.pin_first)
         body = list(tokenizer.encode(action))
         response = [*body, tokenizer.eos_id]
         mask = None
@@ -365,7 +371,7 @@ def _check_parent(parent: Trajectory, k: int, cfg: RolloutConfig) -> None:
             f"turn {k} of {parent.node_id or parent.group_id} has no snapshot: collect the "
             "parents with RolloutConfig(snapshots=True) on an env that supports snapshots"
         )
-    layout = {"layout": parent.extras.get("layout"), "history": parent.extras.get("history")}
+    layout = {key: parent.extras.get(key) for key in _layout_extras(cfg)}
     if layout != _layout_extras(cfg):
         raise ValueError(
             f"the parent was played with {layout} but cfg asks for {_layout_extras(cfg)}; "
@@ -381,7 +387,7 @@ def _shared(turn: Turn) -> Turn:
 
 
 def _layout_extras(cfg: RolloutConfig) -> dict[str, Any]:
-    return {"layout": cfg.layout, "history": cfg.history}
+    return {"layout": cfg.layout, "history": cfg.history, "pin_first": cfg.pin_first}
 
 
 def _play(policy: Policy, slots: list[_Slot], cfg: RolloutConfig, *, snapshots: bool) -> None:
@@ -393,7 +399,7 @@ def _play(policy: Policy, slots: list[_Slot], cfg: RolloutConfig, *, snapshots: 
 
 def _turn(policy: Policy, cfg: RolloutConfig, active: list[_Slot], snapshots: bool) -> list[_Slot]:
     """One generation for every active rollout, one env step each; the still-active ones."""
-    prompts = [s.history.prompt(cfg.window) for s in active]
+    prompts = [s.history.prompt(cfg.window, cfg.pin_first) for s in active]
     choices = [
         encode_actions(policy.tokenizer, s.info["admissible_actions"])
         if cfg.constrained and s.info.get("admissible_actions")

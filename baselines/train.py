@@ -94,6 +94,9 @@ class TrainConfig:
     observations masked out of the loss)."""
     history: int = 0
     """per-step only: previous (observation, action) pairs shown before the observation."""
+    pin_first: bool = False
+    """per-step only: keep the episode's first observation (where text games state the task)
+    at the head of every prompt."""
     constant_norm: float = 48.0
     """Divisor of the constant-norm aggregation (Dr. GRPO)."""
     eval_every: int = 10
@@ -209,7 +212,7 @@ def oracle_demos(cfg: TrainConfig, policy: Any) -> list[Demo]:
     expert: Any = env.unwrapped
     tokenizer = policy.tokenizer
     eos = tokenizer.eos_id
-    window = rollout_config(cfg).window
+    rollout = rollout_config(cfg)
     rng = np.random.default_rng([cfg.seed, 1])
     demos: list[Demo] = []
     for seed in range(cfg.seed, cfg.seed + cfg.sft_episodes):
@@ -220,7 +223,8 @@ def oracle_demos(cfg: TrainConfig, policy: Any) -> list[Demo]:
             action = str(expert.oracle_action())
             label = action if cfg.sft_think else _THINK.sub("", action)
             response = [*tokenizer.encode(label), eos]
-            demos.append((torch.tensor(history.prompt(window)), torch.tensor(response)))
+            prompt = history.prompt(rollout.window, rollout.pin_first)
+            demos.append((torch.tensor(prompt), torch.tensor(response)))
             admissible = [str(a) for a in info.get("admissible_actions") or ()]
             if admissible and cfg.sft_noise > 0 and rng.random() < cfg.sft_noise:
                 action = admissible[int(rng.integers(len(admissible)))]
@@ -241,6 +245,7 @@ def rollout_config(cfg: TrainConfig, **overrides: Any) -> RolloutConfig:
             constrained=cfg.constrained,
             layout=cfg.layout,
             history=cfg.history,
+            pin_first=cfg.pin_first,
             **overrides,
         )
     except ValueError as e:
@@ -377,6 +382,7 @@ def train(cfg: TrainConfig, out: Path) -> Path:
         "train": {**asdict(cfg), "credit_plan": plan.names},
         "layout": cfg.layout,
         "history": cfg.history,
+        "pin_first": cfg.pin_first,
     }
     tb = _tensorboard(out / "tb") if cfg.tensorboard else None
     if cfg.sft_steps > 0:

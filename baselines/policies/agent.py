@@ -67,6 +67,7 @@ class PolicyAgent:
         seed: int = 0,
         max_new_tokens: int = 64,
         history: int | None = 0,
+        pin_first: bool = False,
     ):
         """Wrap ``policy``; see the module docstring for what each setting does."""
         self.policy = policy
@@ -78,6 +79,7 @@ class PolicyAgent:
         if history is not None and history < 0:
             raise ValueError(f"history must be >= 0 or None, got {history}")
         self.history = history
+        self.pin_first = pin_first
         self._history: Any = None
         self.tokens_used = 0
         self._episode_seed = 0
@@ -98,6 +100,7 @@ class PolicyAgent:
             seed=int(config.get("seed", 0)),
             max_new_tokens=int(config.get("max_new_tokens", 64)),
             history=None if config.get("layout") == "concat" else int(config.get("history", 0)),
+            pin_first=bool(config.get("pin_first", False)),
         )
 
     def reset(self, env_id: str, seed: int) -> None:
@@ -110,7 +113,7 @@ class PolicyAgent:
     def act(self, observation: Any, info: dict[str, Any]) -> Any:
         """One generation from the observation text (and, with ``history``, the episode's
         earlier observations and actions); an admissible item when constrained."""
-        if self.history == 0:
+        if self.history == 0 and not self.pin_first:
             prompt = prompt_ids(self.policy, observation)
         else:
             from agentgym.baselines.layout import History
@@ -118,7 +121,7 @@ class PolicyAgent:
             if self._history is None:
                 self._history = History(self.policy)
             self._history.observe(observation)
-            prompt = self._history.prompt(self.history)
+            prompt = self._history.prompt(self.history, self.pin_first)
         admissible = info.get("admissible_actions") if self.constrained else None
         choices = encode_actions(self.policy.tokenizer, admissible) if admissible else None
         allowed = None if choices is None else [list(seq) for seq in choices]

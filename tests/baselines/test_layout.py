@@ -75,11 +75,37 @@ def test_history_prompts_window_and_encoding(policy):
     assert context_limit(policy) == 4096
 
 
+def test_pinned_first_observation_heads_every_prompt(policy):
+    """pin_first keeps the first observation (a text game's task) once the window has left
+    it, and changes nothing while the window still holds it."""
+    tok = policy.tokenizer
+    obs = ["Your task is to: put a mug in the cabinet.", "You see a mug.", "You take the mug."]
+    acts = [[*tok.encode("go to shelf 1"), tok.eos_id], [*tok.encode("take mug"), tok.eos_id]]
+    later = [tok.encode("\n" + o) for o in obs]
+    assert history_prompt(policy, obs, acts, 0, pin_first=True) == [
+        *prompt_ids(policy, obs[0]),
+        *later[2],
+    ]
+    assert history_prompt(policy, obs, acts, 1, pin_first=True) == [
+        *prompt_ids(policy, obs[0]),
+        *later[1],
+        *acts[1],
+        *later[2],
+    ]
+    for window in (2, None):
+        assert history_prompt(policy, obs, acts, window, pin_first=True) == history_prompt(
+            policy, obs, acts, window
+        )
+    assert history_prompt(policy, obs[:1], [], 0, pin_first=True) == prompt_ids(policy, obs[0])
+
+
 def test_config_validates_layouts():
     with pytest.raises(ValueError, match="layout"):
         RolloutConfig(layout="tree")
     with pytest.raises(ValueError, match="per-step"):
         RolloutConfig(layout="concat", history=2)
+    with pytest.raises(ValueError, match="per-step"):
+        RolloutConfig(layout="concat", pin_first=True)
     assert RolloutConfig().window == 0 and RolloutConfig(layout="concat").window is None
 
 
@@ -197,11 +223,18 @@ def test_concat_rollouts_replay_under_gumbel_keys(policy, pool, tasks, concat_tr
     assert ids(again) == ids(concat_trajs)
 
 
-@pytest.mark.parametrize(("layout", "history"), [("concat", 0), ("per-step", 2)])
-def test_policy_agent_sees_the_rollout_prompts(policy, pool, tasks, layout, history):
-    cfg = RolloutConfig(layout=layout, history=history, greedy=True, max_new_tokens=24)
+@pytest.mark.parametrize(
+    ("layout", "history", "pin_first"),
+    [("concat", 0, False), ("per-step", 2, False), ("per-step", 1, True), ("per-step", 0, True)],
+)
+def test_policy_agent_sees_the_rollout_prompts(policy, pool, tasks, layout, history, pin_first):
+    cfg = RolloutConfig(
+        layout=layout, history=history, pin_first=pin_first, greedy=True, max_new_tokens=24
+    )
     (traj,) = collect(policy, pool, tasks[:1], 1, cfg)
-    agent = PolicyAgent(policy, greedy=True, history=None if layout == "concat" else history)
+    assert traj.extras["pin_first"] is pin_first
+    window = None if layout == "concat" else history
+    agent = PolicyAgent(policy, greedy=True, history=window, pin_first=pin_first)
     seen = []
     generate = policy.generate
 

@@ -291,10 +291,12 @@ def test_a_hugging_face_policy_trains_with_lora_end_to_end(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("layout", "history"), [("concat", 0), ("per-step", 2)], ids=["concat", "history-2"]
+    ("layout", "history", "pin_first"),
+    [("concat", 0, False), ("per-step", 2, False), ("per-step", 1, True)],
+    ids=["concat", "history-2", "history-1-pinned"],
 )
 def test_both_layouts_train_and_evaluate_with_the_prompts_they_trained_on(
-    tmp_path, layout, history
+    tmp_path, layout, history, pin_first
 ):
     from agentgym.agents import load_agent
     from agentgym.agents.checkpoint import read_manifest
@@ -306,6 +308,7 @@ def test_both_layouts_train_and_evaluate_with_the_prompts_they_trained_on(
         max_len=4096,
         layout=layout,
         history=history,
+        pin_first=pin_first,
         sft_steps=3,
         sft_episodes=2,
         steps=1,
@@ -316,9 +319,14 @@ def test_both_layouts_train_and_evaluate_with_the_prompts_they_trained_on(
     )
     ckpt = train(cfg, tmp_path / "ckpt")
     config = read_manifest(ckpt)["config"]
-    assert (config["layout"], config["history"]) == (layout, history)
+    assert (config["layout"], config["history"], config["pin_first"]) == (
+        layout,
+        history,
+        pin_first,
+    )
     agent = load_agent(str(ckpt))
     assert agent.history == (None if layout == "concat" else history)
+    assert agent.pin_first is pin_first
     doc = evaluate(str(ckpt), [SMALL], seeds=2, root_seed=0, split="val")
     assert all(e["error"] is None for e in doc["episodes"])
 
