@@ -138,7 +138,17 @@ SEARCH_FREE_SMALL = replace(
 """The same recipe on Search-Free-Small (free-text queries and answers, nothing constrained):
 ``agentgym bench learning --env agentgym/Search-Free-Small-v0``."""
 
-RECIPES = {cfg.env: cfg for cfg in (SEARCH_MENU_SMALL, SEARCH_FREE_SMALL)}
+ALFWORLD_SMALL = replace(
+    SEARCH_MENU_SMALL,
+    env="agentgym/ALFWorld-Small-v0",
+    history=2,  # what the last receptacles held: the observation alone does not say
+    pin_first=True,  # the task is stated in the intro only
+)
+"""The same recipe on ALFWorld-Small (constrained to the admissible commands, the last two
+turns and the intro in every prompt): ``agentgym bench learning --env
+agentgym/ALFWorld-Small-v0``."""
+
+RECIPES = {cfg.env: cfg for cfg in (SEARCH_MENU_SMALL, SEARCH_FREE_SMALL, ALFWORLD_SMALL)}
 """The tiny policy's recipe per env id."""
 
 

@@ -74,3 +74,18 @@ def test_the_free_text_recipe_trains_slca_and_dre_from_one_warm_start():
     assert doc["budget"]["sft_think"] is False
     assert [r["variant"] for r in doc["rows"]] == ["sft", "slca", "dre"]
     assert set(doc["comparisons"]) == set()  # no grpo row to compare against
+
+
+def test_the_alfworld_recipe_keeps_the_task_in_view_from_warm_start_to_evaluation():
+    console = Console(file=io.StringIO(), width=200)
+    doc = run_bench(
+        "learning",
+        console,
+        quick=True,
+        rl_steps=1,
+        variants="gigpo",
+        env="agentgym/ALFWorld-Small-v0",
+    )
+    assert doc["env"] == "agentgym/ALFWorld-Small-v0"
+    assert (doc["budget"]["history"], doc["budget"]["pin_first"]) == (2, True)
+    assert [r["variant"] for r in doc["rows"]] == ["sft", "gigpo"]
