@@ -11,8 +11,9 @@ but ignored): ``policy_class`` (``module:Class`` with a ``load`` classmethod; de
 :class:`~agentgym.baselines.policies.tiny.TinyPolicy`), ``constrained`` (default true),
 ``greedy`` (default true), ``temperature`` (1.0), ``seed`` (0), ``max_new_tokens`` (64),
 ``device`` ("cpu"), and the sample layout the policy was trained with: ``layout``
-("per-step", the default, or "concat": the whole episode in every prompt) and ``history``
-(per-step: previous (observation, action) pairs in each prompt, default 0).
+("per-step", the default, or "concat": the whole episode in every prompt), ``history``
+(per-step: previous (observation, action) pairs in each prompt, default 0) and ``pin_first``
+(per-step: the first observation heads every prompt, default false).
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class PolicyAgent:
     when sampling, the Gumbel noise is keyed by (``seed``, episode seed, turn), so an
     episode replays exactly. ``history`` builds prompts as the rollout engine does
     (:mod:`agentgym.baselines.layout`): 0 (the default) is the observation alone, ``W`` adds
-    the last ``W`` (observation, action) pairs, None the whole episode (concat layout).
+    the last ``W`` (observation, action) pairs, None the whole episode (concat layout);
+    ``pin_first`` keeps the first observation at the head once the window has left it.
 
     Attributes:
         policy: the policy played.
