@@ -39,8 +39,8 @@ class Preset:
 
 
 #: Presets. ``small``: 3 to 5 rooms, 6 objects, 3-step quests, 20 turns (a random admissible
-#: agent wins about 10%; CPU-trainable). ``medium``: 6 to 8 rooms, 12 objects, 5-step quests,
-#: 40 turns.
+#: agent won 1 of 50 test games: ``agentgym eval --agent random``; CPU-trainable). ``medium``:
+#: 6 to 8 rooms, 12 objects, 5-step quests, 40 turns.
 PRESETS: dict[str, Preset] = {
     "small": Preset(world_sizes=(3, 4, 5), nb_objects=6, quest_length=3, max_turns=20),
     "medium": Preset(world_sizes=(6, 7, 8), nb_objects=12, quest_length=5, max_turns=40),
