@@ -208,10 +208,11 @@ def _print(
     textworld: list[dict[str, Any]],
     generation: list[dict[str, Any]],
 ) -> None:
-    table = Table(title=f"ALFWorld against AlfredTWEnv (goal: ≥{GOAL_ALFWORLD_SPEEDUP:g}×)")
-    for column in ("env", "games", "steps", "agree", "engine st/s", "env st/s", "stock st/s"):
-        table.add_column(column, justify="left" if column == "env" else "right")
-    table.add_column("env / stock", justify="right")
+    table = Table(
+        *("env", "games", "steps", "agree", "engine st/s", "env st/s", "stock st/s"),
+        "env / stock",
+        title=f"ALFWorld against AlfredTWEnv (goal: ≥{GOAL_ALFWORLD_SPEEDUP:g}×)",
+    )
     for r in alfworld:
         table.add_row(
             r["env"],
@@ -225,10 +226,9 @@ def _print(
         )
     console.print(table)
     table = Table(
-        title=f"TextWorld against textworld.gym (goal: ≤{GOAL_TEXTWORLD_OVERHEAD:.0%} overhead)"
+        *("env", "games", "steps", "ours st/s", "textworld.gym st/s", "overhead"),
+        title=f"TextWorld against textworld.gym (goal: ≤{GOAL_TEXTWORLD_OVERHEAD:.0%} overhead)",
     )
-    for column in ("env", "games", "steps", "ours st/s", "textworld.gym st/s", "overhead"):
-        table.add_column(column, justify="left" if column == "env" else "right")
     for r in textworld:
         table.add_row(
             r["env"],
@@ -239,9 +239,7 @@ def _print(
             f"{r['overhead']:+.1%}",
         )
     console.print(table)
-    table = Table(title="Game generation (no cache)")
-    for column in ("env", "games", "s / game"):
-        table.add_column(column, justify="left" if column == "env" else "right")
+    table = Table("env", "games", "s / game", title="Game generation (no cache)")
     for r in generation:
         table.add_row(r["env"], str(r["games"]), f"{r['s_per_game']:.2f}")
     console.print(table)

@@ -57,10 +57,6 @@ SKILL_HINTS = {
     ),
 }
 
-# ALFWorld's split folders (alfworld/agents/config/base_config.yaml: data_path,
-# eval_id_data_path, eval_ood_data_path) for our train, val and test.
-OFFICIAL_SPLITS = {"train": "train", "val": "valid_seen", "test": "valid_unseen"}
-
 
 # ---------------------------------------------------------------------- fast text
 def _textgen() -> Any:
@@ -430,7 +426,7 @@ def _official_tasks(root: str) -> dict[str, tuple[str, ...]]:
     ``AlfredTWEnv.collect_game_files`` filters them: the six task types, no movable or sliced
     trials, a game file marked solvable."""
     out: dict[str, tuple[str, ...]] = {}
-    for split, folder in OFFICIAL_SPLITS.items():
+    for split, folder in gen.OFFICIAL_FOLDERS.items():
         found = []
         base = Path(root) / folder
         for traj in sorted(base.glob("*/*/traj_data.json")):
@@ -474,7 +470,7 @@ def official_root(path: str | os.PathLike[str] | None) -> Path:
     root = Path(where).expanduser()
     if (root / "json_2.1.1").is_dir():
         root = root / "json_2.1.1"
-    if not all((root / f).is_dir() for f in OFFICIAL_SPLITS.values()):
+    if not all((root / f).is_dir() for f in gen.OFFICIAL_FOLDERS.values()):
         raise BadInput(f"no ALFWorld data at {str(root)!r}: {hint}")
     return root.resolve()
 
@@ -561,10 +557,6 @@ class ALFWorldEnv(AgentEnv[str, str]):
         self._root: Path | None = None
         self._cache: gen.GameCache | None = None
         if preset == "official":
-            if path is None and not os.environ.get("ALFWORLD_DATA"):
-                raise BadInput(
-                    "ALFWorld-Official needs ALFWorld's data: pass path=DIR or set ALFWORLD_DATA"
-                )
             self._root = official_root(path)
             self._tasks = _official_tasks(str(self._root))
         else:

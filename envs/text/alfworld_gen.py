@@ -904,6 +904,8 @@ class GameCache:
         return game
 
 
+# ALFWorld's split folders (alfworld/agents/config/base_config.yaml: data_path,
+# eval_id_data_path, eval_ood_data_path) for our train, val and test.
 OFFICIAL_FOLDERS = {"train": "train", "val": "valid_seen", "test": "valid_unseen"}
 
 
