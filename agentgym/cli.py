@@ -1,24 +1,49 @@
 """The ``agentgym`` command line. Subcommands delegate to the library modules.
 
+The commands of the packages above this one (the trainer, the leaderboard) are reached
+through :data:`COMMANDS`, a table of import strings, the way the registry reaches env entry
+points: this layer never imports ``agentgym.baselines``, ``agentgym.envs`` or
+``agentgym.leaderboard``.
+
 Exit codes: 0 success, 2 bad usage or bad input (one line on stderr), 1 internal error or a
 failed check.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import importlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from typer.exceptions import TyperException
 
 from agentgym.core.errors import BadInput
+from agentgym.terminal import out, print_json
+
+COMMANDS = {
+    "train": "agentgym.baselines.cli:train_command",
+    "quickstart policy": "agentgym.baselines.cli:quickstart_policy",
+    "submit": "agentgym.leaderboard.cli:submit",
+    "leaderboard": "agentgym.leaderboard.cli:show",
+    "leaderboard serve": "agentgym.leaderboard.cli:serve",
+    "leaderboard publish": "agentgym.leaderboard.cli:publish",
+    "verify": "agentgym.leaderboard.cli:verify",
+}
+"""Command -> ``module:function`` of the package above that carries it out."""
+
+
+def command(name: str) -> Callable[..., Any]:
+    """The function behind ``name`` in :data:`COMMANDS`, imported on first use."""
+    module, _, attr = COMMANDS[name].partition(":")
+    fn: Callable[..., Any] = getattr(importlib.import_module(module), attr)
+    return fn
+
 
 app = typer.Typer(
     add_completion=False,
@@ -26,10 +51,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="agentgym: environments, evaluation and training for credit assignment in LLM agents.",
 )
-out = Console(highlight=False)
-if not out.is_terminal:  # piped or captured: do not cut ids to 80 columns
-    out.width = 160
-
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 EnvKwargs = Annotated[
     list[str] | None,
@@ -51,11 +72,6 @@ def parse_env_kwargs(items: list[str] | None) -> dict[str, Any]:
         except ValueError:
             kwargs[key] = value
     return kwargs
-
-
-def print_json(doc: Any) -> None:
-    """Exactly one JSON document on stdout."""
-    sys.stdout.write(json.dumps(doc, indent=1) + "\n")
 
 
 @app.command()
@@ -281,23 +297,7 @@ def train(ctx: typer.Context) -> None:
 
     Run `agentgym train --help` for every option (the fields of TrainConfig).
     """
-    from agentgym.baselines.config import options_help, parse_options
-    from agentgym.baselines.train import TrainConfig
-    from agentgym.baselines.train import train as run_train
-
-    args = list(ctx.args)
-    if "--help" in args or "-h" in args:
-        out.print("Usage: agentgym train --out DIR [OPTIONS]\n\nOptions:", markup=False)
-        out.print("  --out DIR              where the final checkpoint goes", markup=False)
-        out.print(options_help(TrainConfig), markup=False)
-        return
-    if "--out" not in args or args.index("--out") + 1 >= len(args):
-        raise BadInput("train needs --out DIR (the final checkpoint is written there)")
-    i = args.index("--out")
-    target = Path(args[i + 1])
-    cfg = parse_options(TrainConfig, args[:i] + args[i + 2 :])
-    final = run_train(cfg, target)
-    out.print(f"checkpoint: {final} (evaluate it with: agentgym eval --agent {final} ...)")
+    command("train")(list(ctx.args))
 
 
 DbOption = Annotated[
@@ -318,15 +318,7 @@ def submit(
     db: DbOption = None,
 ) -> None:
     """Validate a results file and add it to the leaderboard (refusals exit 2)."""
-    from agentgym.leaderboard.store import Leaderboard
-    from agentgym.leaderboard.validate import load_submission
-
-    doc, _ = load_submission(results)
-    lb = Leaderboard(db)
-    sid = lb.submit(doc, name=name)
-    for row in lb.rows():
-        if row["id"] == sid:
-            out.print(f"submission {sid}: rank {row['rank']} on {row['env_id']}")
+    command("submit")(results, name, db)
 
 
 @board.callback()
@@ -340,32 +332,7 @@ def leaderboard(
     (overlapping intervals) are marked."""
     if ctx.invoked_subcommand is not None:
         return
-    _print_leaderboard(env, db, as_json)
-
-
-def _print_leaderboard(env: str | None, db: Path | None, as_json: bool) -> None:
-    from agentgym.leaderboard.store import Leaderboard
-
-    rows = Leaderboard(db).rows(env)
-    if as_json:
-        print_json(rows)
-        return
-    table = Table("env", "rank", "id", "name", "agent", "mean", "95% CI", "n", "tied", "verified")
-    for r in rows:
-        verified = {None: "", True: "yes", False: "[red]no[/red]"}[r["verified"]]
-        table.add_row(
-            r["env_id"],
-            str(r["rank"]),
-            str(r["id"]),
-            escape(r["name"]),
-            escape(r["agent"]),
-            f"{r['mean']:.3f}",
-            f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
-            str(r["n"]),
-            "tied" if r["tied"] else "",
-            verified,
-        )
-    out.print(table)
+    command("leaderboard")(env, db, as_json)
 
 
 @board.command("serve")
@@ -375,10 +342,7 @@ def leaderboard_serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
 ) -> None:
     """Serve the leaderboard's web page (read-only) on 127.0.0.1."""
-    from agentgym.leaderboard.server import serve
-
-    out.print(f"serving http://{host}:{port}/ (Ctrl-C to stop)")
-    serve(db, port=port, host=host)
+    command("leaderboard serve")(db, port, host)
 
 
 @app.command()
@@ -389,15 +353,7 @@ def verify(
     as_json: JsonFlag = False,
 ) -> None:
     """Replay a sample of a submission's episodes and compare transcript hashes."""
-    from agentgym.leaderboard.store import Leaderboard
-    from agentgym.leaderboard.verify import verify as run_verify
-
-    doc = run_verify(Leaderboard(db), submission_id, sample=sample)
-    if as_json:
-        print_json(doc)
-    else:
-        out.print(f"submission {submission_id}: {doc['note']}")
-    if not doc["verified"]:
+    if not command("verify")(submission_id, sample, db, as_json):
         raise typer.Exit(1)
 
 
@@ -419,22 +375,13 @@ def quickstart(
     (SFT on oracle demonstrations, then GRPO), evaluate SFT alone, SFT + GRPO, the oracle and a
     random agent over many seeds of the test split, report intervals and the paired
     difference, plot, submit to a local leaderboard and print it."""
-    from agentgym.baselines.train import SEARCH_MENU_SMALL, train
     from agentgym.harness.compare import compare as paired
     from agentgym.harness.evaluate import evaluate
     from agentgym.harness.plot import plot_report
     from agentgym.harness.report import print_report, report_json
 
-    cfg = SEARCH_MENU_SMALL  # the recipe, baselines/train.py
-    if sft_steps is not None:
-        cfg = dataclasses.replace(cfg, sft_steps=sft_steps)
-    if rl_steps is not None:
-        cfg = dataclasses.replace(cfg, steps=rl_steps)
-    env_id = cfg.env
+    env_id = command("quickstart policy")(out_dir, sft_steps, rl_steps)
     policy_dir = out_dir / "policy"
-    out.print(f"training the tiny policy: {cfg.sft_steps} SFT steps, then {cfg.steps} GRPO steps")
-    train(cfg, policy_dir)
-    out.print(f"wrote {policy_dir} (SFT alone: {policy_dir / 'sft'})")
     agents = {
         "sft+grpo": str(policy_dir),
         "sft": str(policy_dir / "sft"),
@@ -454,14 +401,7 @@ def quickstart(
     out.print(f"wrote {out_dir / 'report.png'}")
     # A leaderboard of its own, so that running the quickstart twice submits nothing twice.
     db = out_dir / "leaderboard.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    from agentgym.leaderboard.store import Leaderboard
-
-    lb = Leaderboard(db)
-    for name, doc in results.items():
-        lb.submit(doc, name=name)
-    _print_leaderboard(None, db, as_json=False)
+    command("leaderboard publish")(db, results)
     out.print(f"see it in a browser: agentgym leaderboard serve --db {db}")
 
 

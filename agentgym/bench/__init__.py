@@ -1,7 +1,11 @@
 """``agentgym bench PART``: speed measured against a peer in the same run.
 
-Each part returns ``{part, rows: [...], ratios: {...}}`` and prints a table. Speed targets
-live here, never in tests.
+Each part's code lives beside what it measures (an env family's ``bench`` module, the
+trainer's under ``baselines``, the leaderboard's under ``leaderboard``); this package holds
+only the table that names them by import string, the way the registry names env entry
+points, so the bottom layer never imports the packages above it. A part is a module with
+``run(console, quick=False, **options) -> {part, rows: [...], ratios: {...}}`` that also
+prints its tables. Speed targets live in the parts, never in tests.
 """
 
 from __future__ import annotations
@@ -14,14 +18,15 @@ from rich.console import Console
 from agentgym.core.errors import BadInput
 
 PARTS = {
-    "search": "agentgym.bench.search",
-    "tools": "agentgym.bench.tools",
-    "text": "agentgym.bench.text",
-    "harness": "agentgym.bench.harness",
-    "leaderboard": "agentgym.bench.leaderboard",
-    "trainer": "agentgym.bench.trainer",
-    "learning": "agentgym.bench.learning",
+    "search": "agentgym.envs.search.bench",
+    "tools": "agentgym.envs.tools.bench",
+    "text": "agentgym.envs.text.bench",
+    "harness": "agentgym.harness.bench",
+    "leaderboard": "agentgym.leaderboard.bench",
+    "trainer": "agentgym.baselines.bench.trainer",
+    "learning": "agentgym.baselines.bench.learning",
 }
+"""Part name -> the module that measures it (imported only when that part runs)."""
 
 
 def run_bench(

@@ -256,7 +256,7 @@ def test_title_index_matches_rank_bm25_on_the_small_preset():
 
 
 def test_bench_rows_on_a_tiny_world():
-    from agentgym.bench.bm25 import bm25_rows
+    from agentgym.envs.search.bench.bm25 import bm25_rows
 
     (row,) = bm25_rows(sizes=(40,), queries=5, seed=1)
     assert row["size"] == 40

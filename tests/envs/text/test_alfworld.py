@@ -28,8 +28,8 @@ from agentgym.envs.text.alfworld_env import (
     SKILL_HINTS,
     AlfredGame,
     ALFWorldEnv,
-    compare_with_stock,
 )
+from agentgym.envs.text.bench import compare_with_stock
 
 FIXTURE = Path(__file__).parent / "fixtures" / "alfworld"
 FIXTURE_GAMES = sorted(FIXTURE.rglob("game.tw-pddl"))

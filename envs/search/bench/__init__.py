@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from agentgym.agents.builtin import RandomAgent
+from agentgym.envs.search.bench.bm25 import bm25_rows
+from agentgym.envs.search.bench.dense import dense_rows
 from agentgym.envs.search.menu_env import SearchMenuEnv
 from agentgym.registry import make
 
@@ -94,9 +96,6 @@ def env_rows(episodes: int = 200) -> list[dict[str, Any]]:
 
 def run(console: Console, quick: bool = False) -> dict[str, Any]:
     """All search measurements; ``quick`` shrinks sizes for a smoke run."""
-    from agentgym.bench.bm25 import bm25_rows
-    from agentgym.bench.dense import dense_rows
-
     envs = env_rows(episodes=20 if quick else 200)
     bm25 = bm25_rows(
         sizes=(500, 2_000) if quick else (2_000, 100_000), queries=20 if quick else 200

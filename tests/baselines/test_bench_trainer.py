@@ -10,22 +10,16 @@ import sys
 import pytest
 from rich.console import Console
 
+from agentgym.baselines.bench.grpo_task import QUICK, WORDS, build_tokenizer, reward, task_rows
+from agentgym.baselines.bench.trainer import INSTALL_HINT
 from agentgym.bench import PARTS, run_bench
-from agentgym.bench.trainer import (
-    INSTALL_HINT,
-    QUICK,
-    WORDS,
-    build_tokenizer,
-    reward,
-    task_rows,
-)
 from agentgym.core.errors import BadInput
 
 
 def test_quick_run_measures_both_trainers() -> None:
     buf = io.StringIO()
     doc = run_bench("trainer", Console(file=buf, width=200), quick=True)
-    assert PARTS["trainer"] == "agentgym.bench.trainer"
+    assert PARTS["trainer"] == "agentgym.baselines.bench.trainer"
     assert doc["part"] == "trainer"
     json.dumps(doc)  # the CLI writes it as JSON
     s = QUICK

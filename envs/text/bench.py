@@ -7,9 +7,16 @@ run; speed targets live here, never in tests.
 
 from __future__ import annotations
 
+import itertools
+import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +24,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from agentgym.envs.text.alfworld_env import NOTHING_HAPPENS, AlfredGame
 from agentgym.registry import make
 
 GOAL_ALFWORLD_SPEEDUP = 3.0
@@ -61,8 +69,6 @@ def _env_steps_per_s(env: Any, episodes: list[tuple[str, list[str]]]) -> float:
 
 def alfworld_row(preset: str, games: int, steps: int) -> dict[str, Any]:
     """Ours (the engine alone, and the whole env with its info) against ``AlfredTWEnv``."""
-    from agentgym.envs.text.alfworld_env import compare_with_stock
-
     env = make(f"agentgym/ALFWorld-{preset}-v0", split="test")
     base: Any = env.unwrapped
     task_ids = list(base.task_ids("test")[:games])
@@ -243,3 +249,141 @@ def _print(
     for r in generation:
         table.add_row(r["env"], str(r["games"]), f"{r['s_per_game']:.2f}")
     console.print(table)
+
+
+# ---------------------------------------------------------------------- the stock reference
+_STOCK_RUNNER = r"""
+import json, sys, time
+spec_path, out_path = sys.argv[1:3]  # Fast Downward's translator overwrites sys.argv
+spec = json.load(open(spec_path))
+from alfworld.agents.environment.alfred_tw_env import AlfredTWEnv
+config = {
+    "env": {"goal_desc_human_anns_prob": 0, "task_types": [1, 2, 3, 4, 5, 6],
+            "domain_randomization": False, "expert_type": "handcoded"},
+    "dataset": {"data_path": spec["root"], "eval_id_data_path": spec["root"],
+                "eval_ood_data_path": spec["root"], "num_train_games": -1, "num_eval_games": -1},
+    "general": {"training_method": "dqn"},
+    "rl": {"training": {"max_nb_steps_per_episode": 10000}},
+}
+env = AlfredTWEnv(config, train_eval="train").init_env(batch_size=1)
+records, seconds, steps = {}, 0.0, 0
+for _ in spec["commands"]:
+    obs, infos = env.reset()
+    game = infos["extra.gamefile"][0]
+    rows = [[obs[0], infos["admissible_commands"][0], bool(infos["won"][0])]]  # batch of one
+    start = time.perf_counter()
+    for command in spec["commands"][game]:
+        obs, _, _, infos = env.step([command])
+        rows.append([obs[0], infos["admissible_commands"][0], bool(infos["won"][0])])
+    seconds += time.perf_counter() - start
+    steps += len(spec["commands"][game])
+    records[game] = rows
+with open(out_path, "w") as f:
+    json.dump({"records": records, "seconds": seconds, "steps": steps}, f)
+"""
+
+
+@dataclass(frozen=True)
+class StockComparison:
+    """Ours against ALFWorld's ``AlfredTWEnv`` on the same games and commands.
+
+    Attributes:
+        observations: observations compared (intros and step feedback).
+        agreeing: how many were byte-identical with an identical admissible list and won flag.
+        steps: commands played per side.
+        ours_steps_per_s: our steps per second (steps only, resets excluded).
+        stock_steps_per_s: ``AlfredTWEnv``'s, measured in a separate process.
+    """
+
+    observations: int
+    agreeing: int
+    steps: int
+    ours_steps_per_s: float
+    stock_steps_per_s: float
+
+    @property
+    def agreement(self) -> float:
+        """Fraction of observations that agree."""
+        return self.agreeing / self.observations
+
+    @property
+    def speedup(self) -> float:
+        """Our steps per second over the stock env's."""
+        return self.ours_steps_per_s / self.stock_steps_per_s
+
+
+def compare_with_stock(
+    games: Sequence[Path],
+    steps: int = 40,
+    seed: int = 0,
+    invalid_rate: float = 0.1,
+    commands: Sequence[Sequence[str]] | None = None,
+) -> StockComparison:
+    """Play the same commands on ``games`` here and in ALFWorld's ``AlfredTWEnv`` (a separate
+    process: ``AlfredTWEnv`` with the dqn setting, which adds no expert, over a folder holding
+    exactly these games) and compare every observation, admissible list and won flag.
+
+    Commands: ``commands[i]`` on game ``i`` if given, else up to ``steps`` per game, uniform
+    over the admissible commands, with an unknown command ``invalid_rate`` of the time; either
+    way until the game is won. Each game folder needs its ``traj_data.json`` (``AlfredTWEnv``
+    skips games without one).
+    """
+    rng = np.random.default_rng(seed)
+    with tempfile.TemporaryDirectory(prefix="alfworld-stock-") as tmp:
+        root = Path(tmp) / "games"
+        to_play: dict[str, list[str]] = {}
+        ours: dict[str, list[list[Any]]] = {}
+        seconds = 0.0
+        for i, src in enumerate(games):
+            dst = root / f"{i:04d}"
+            dst.mkdir(parents=True)
+            for name in ("game.tw-pddl", "traj_data.json"):
+                (dst / name).write_bytes((Path(src).parent / name).read_bytes())
+            game = AlfredGame(json.loads((dst / "game.tw-pddl").read_text()))
+            rows = [[game.reset(), list(game.admissible), game.won]]
+            played: list[str] = []
+            start = time.perf_counter()
+            given = None if commands is None else list(commands[i])
+            for turn in range(steps if given is None else len(given)):
+                if given is not None:
+                    command = given[turn]
+                elif rng.random() < invalid_rate:
+                    command = "do a barrel roll"
+                else:
+                    command = game.admissible[int(rng.integers(len(game.admissible)))]
+                valid = game.step(command)
+                played.append(command)
+                obs = game.feedback if valid else NOTHING_HAPPENS
+                rows.append([obs, list(game.admissible), game.won])
+                if game.won:
+                    break
+            seconds += time.perf_counter() - start
+            game.close()
+            key = str(dst / "game.tw-pddl")
+            to_play[key], ours[key] = played, rows
+        spec, out = Path(tmp) / "spec.json", Path(tmp) / "stock.json"
+        spec.write_text(json.dumps({"root": str(root), "commands": to_play}))
+        env = {**os.environ, "ALFWORLD_DATA": tmp, "HOME": tmp}
+        subprocess.run(
+            [sys.executable, "-c", _STOCK_RUNNER, str(spec), str(out)],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=1800,
+        )
+        stock = json.loads(out.read_text())
+    total = sum(len(rows) for rows in ours.values())
+    agreeing = sum(
+        a == b
+        for key, rows in ours.items()
+        for a, b in itertools.zip_longest(rows, stock["records"][key])
+        if a is not None
+    )
+    n_steps = sum(len(c) for c in to_play.values())
+    return StockComparison(
+        observations=total,
+        agreeing=agreeing,
+        steps=n_steps,
+        ours_steps_per_s=n_steps / seconds,
+        stock_steps_per_s=stock["steps"] / stock["seconds"],
+    )

@@ -73,7 +73,7 @@ def run(console: Console, quick: bool = False) -> dict[str, Any]:
         harness.append(_harness_s("random", n_fast))
         direct.append(_direct_s("random", n_fast))
     overhead_ms = (np.median(harness) - np.median(direct)) / n_fast * 1000
-    busy = "agentgym.bench.harness:BusyAgent"
+    busy = "agentgym.harness.bench:BusyAgent"
     one = _harness_s(busy, n_busy, backend="process", workers=1)
     two = _harness_s(busy, n_busy, backend="process", workers=2)
     rows: list[dict[str, Any]] = [

@@ -1,0 +1,46 @@
+"""The trainer's commands, reached by ``agentgym`` through its table of import strings."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from agentgym.baselines.config import options_help, parse_options
+from agentgym.baselines.train import SEARCH_MENU_SMALL, TrainConfig, train
+from agentgym.core.errors import BadInput
+from agentgym.terminal import out
+
+
+def train_command(args: list[str]) -> None:
+    """``agentgym train --out DIR [OPTIONS]``: parse the options of :class:`TrainConfig`,
+    train, and say where the final checkpoint is (``--help`` lists every option)."""
+    if "--help" in args or "-h" in args:
+        out.print("Usage: agentgym train --out DIR [OPTIONS]\n\nOptions:", markup=False)
+        out.print("  --out DIR              where the final checkpoint goes", markup=False)
+        out.print(options_help(TrainConfig), markup=False)
+        return
+    if "--out" not in args or args.index("--out") + 1 >= len(args):
+        raise BadInput("train needs --out DIR (the final checkpoint is written there)")
+    i = args.index("--out")
+    target = Path(args[i + 1])
+    cfg = parse_options(TrainConfig, args[:i] + args[i + 2 :])
+    final = train(cfg, target)
+    out.print(f"checkpoint: {final} (evaluate it with: agentgym eval --agent {final} ...)")
+
+
+def quickstart_policy(out_dir: Path, sft_steps: int | None, rl_steps: int | None) -> str:
+    """Train the quickstart's policy (the Search-Menu-Small recipe) into ``out_dir/policy``.
+
+    Returns:
+        The env id the recipe trains on.
+    """
+    cfg = SEARCH_MENU_SMALL  # the recipe, baselines/train.py
+    if sft_steps is not None:
+        cfg = dataclasses.replace(cfg, sft_steps=sft_steps)
+    if rl_steps is not None:
+        cfg = dataclasses.replace(cfg, steps=rl_steps)
+    policy_dir = out_dir / "policy"
+    out.print(f"training the tiny policy: {cfg.sft_steps} SFT steps, then {cfg.steps} GRPO steps")
+    train(cfg, policy_dir)
+    out.print(f"wrote {policy_dir} (SFT alone: {policy_dir / 'sft'})")
+    return cfg.env
