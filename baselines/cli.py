@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
-from agentgym.baselines.config import options_help, parse_options
-from agentgym.baselines.train import SEARCH_MENU_SMALL, TrainConfig, train
+from agentgym.baselines.config import SEARCH_MENU_SMALL, TrainConfig
+from agentgym.baselines.options import options_help, parse_options
+from agentgym.baselines.train import train
 from agentgym.core.errors import BadInput
 from agentgym.terminal import out
 
 
 def train_command(args: list[str]) -> None:
     """``agentgym train --out DIR [OPTIONS]``: parse the options of :class:`TrainConfig`,
-    train, and say where the final checkpoint is (``--help`` lists every option)."""
+    train, and say where the final checkpoint is (``--help`` lists every option).
+    """
     if "--help" in args or "-h" in args:
         out.print("Usage: agentgym train --out DIR [OPTIONS]\n\nOptions:", markup=False)
         out.print("  --out DIR              where the final checkpoint goes", markup=False)
@@ -34,13 +35,15 @@ def quickstart_policy(out_dir: Path, sft_steps: int | None, rl_steps: int | None
     Returns:
         The env id the recipe trains on.
     """
-    cfg = SEARCH_MENU_SMALL  # the recipe, baselines/train.py
+    cfg = SEARCH_MENU_SMALL  # the recipe, baselines/config.py
     if sft_steps is not None:
-        cfg = dataclasses.replace(cfg, sft_steps=sft_steps)
+        cfg = cfg.with_options(sft_steps=sft_steps)
     if rl_steps is not None:
-        cfg = dataclasses.replace(cfg, steps=rl_steps)
+        cfg = cfg.with_options(steps=rl_steps)
     policy_dir = out_dir / "policy"
-    out.print(f"training the tiny policy: {cfg.sft_steps} SFT steps, then {cfg.steps} GRPO steps")
+    out.print(
+        f"training the tiny policy: {cfg.sft.steps} SFT steps, then {cfg.rl.steps} GRPO steps"
+    )
     train(cfg, policy_dir)
     out.print(f"wrote {policy_dir} (SFT alone: {policy_dir / 'sft'})")
     return cfg.env

@@ -1,83 +1,188 @@
-"""Command-line options from a frozen config dataclass: one ``--field-name VALUE`` per field,
-with the field's docstring as its help (the CleanRL/tyro habit, without a second source of
-truth)."""
+"""The configuration of a training run, in groups, and the tiny policy's recipes.
+
+Every field is a command-line option of ``agentgym train`` (:mod:`agentgym.baselines.options`
+turns the groups into flat flags: ``cfg.sft.steps`` is ``--sft-steps``, ``cfg.rl.lr`` is
+``--lr``)::
+
+    cfg = TrainConfig.from_options(env="agentgym/ALFWorld-Small-v0", sft_steps=100, history=2)
+    cfg.sft.steps, cfg.prompt.history      # 100, 2
+"""
 
 from __future__ import annotations
 
-import ast
-import dataclasses
-import inspect
-import itertools
-import textwrap
+from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym.core.errors import BadInput
+from agentgym.baselines import options
+from agentgym.baselines.prompt import PromptFormat
 
 
-def field_docs(cls: type) -> dict[str, str]:
-    """The string literal that follows each annotated field in ``cls``'s body."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs = {}
-    for node, after in itertools.pairwise(body):
-        named = isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-        documented = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
-        if named and documented:
-            docs[node.target.id] = " ".join(str(after.value.value).split())  # type: ignore
-    return docs
+@dataclass(frozen=True)
+class ModelConfig:
+    """The policy: what is trained."""
+
+    policy: str = "tiny"
+    """'tiny' (a small transformer trained from scratch) or a local HF model directory."""
+    init: str = ""
+    """Start from this checkpoint directory (an earlier run's OUT or OUT/sft) instead of a
+    fresh policy; --policy and --preset are then ignored."""
+    preset: str = "small"
+    """Size of the tiny policy: nano, micro, small or base."""
+    max_len: int = 1024
+    """Context of the tiny policy in tokens (the concat layout needs room for a whole episode)."""
+    lora_r: int = 0
+    """LoRA rank for a Hugging Face policy (0: train all weights)."""
 
 
-def options_help(cls: type) -> str:
-    """One line per option: name, default and the field's docstring."""
-    docs = field_docs(cls)
-    lines = []
-    for f in dataclasses.fields(cls):
-        flag = "--" + f.name.replace("_", "-")
-        lines.append(f"  {flag:<22} {docs.get(f.name, '')} [default: {f.default}]")
-    return "\n".join(lines)
+@dataclass(frozen=True)
+class WarmStartConfig:
+    """The warm start: SFT on the oracle's demonstrations (options --sft-*)."""
+
+    steps: int = 300
+    """Optimiser steps of the SFT warm start on oracle demonstrations (0: none)."""
+    episodes: int = 200
+    """Oracle episodes collected for the warm start."""
+    noise: float = 0.0
+    """Probability that a warm-start episode takes a random admissible action instead of the
+    oracle's (the state is still labelled with the oracle's action): demonstrations then
+    show how to recover from mistakes (DART, Laskey et al. 2017)."""
+    think: bool = True
+    """Keep the oracle's <think>…</think> blocks in the demonstrations (off: drop them, e.g.
+    on Search-Free where the oracle's think quotes pages a history-less prompt never shows)."""
+    lr: float = 1e-3
+    """AdamW learning rate of the warm start."""
 
 
-def _convert(name: str, kind: Any, text: str) -> Any:
-    kind = (
-        kind
-        if isinstance(kind, type)
-        else {"int": int, "float": float, "bool": bool}.get(str(kind), str)
-    )
-    if kind is bool:
-        if text.lower() in ("1", "true", "yes"):
-            return True
-        if text.lower() in ("0", "false", "no"):
-            return False
-        raise BadInput(f"--{name.replace('_', '-')} expects true or false, got {text!r}")
-    try:
-        return kind(text)
-    except ValueError:
-        raise BadInput(
-            f"--{name.replace('_', '-')} expects {kind.__name__}, got {text!r}"
-        ) from None
+@dataclass(frozen=True)
+class RLConfig:
+    """The RL loop: batch shape and the clipped-surrogate update."""
+
+    steps: int = 20
+    """Optimiser steps of RL."""
+    tasks_per_step: int = 8
+    """Groups per RL step."""
+    group_size: int = 8
+    """Rollouts per group (G)."""
+    lr: float = 1e-4
+    """AdamW learning rate of RL."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    clip: float = 0.2
+    """PPO clip epsilon."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL to the frozen reference (0: no reference model)."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping (the warm start clips the same)."""
+    constant_norm: float = 48.0
+    """Divisor of the constant-norm aggregation (Dr. GRPO)."""
 
 
-def parse_options(cls: type, args: list[str], **given: Any) -> Any:
-    """Build ``cls`` from ``--field-name value`` pairs (``--flag``/``--no-flag`` for bools)."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    values = dict(given)
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if not arg.startswith("--"):
-            raise BadInput(f"unexpected argument {arg!r}: options look like --name value")
-        name = arg[2:].replace("-", "_")
-        negated = name.startswith("no_") and name[3:] in fields
-        key = name[3:] if negated else name
-        if key not in fields:
-            raise BadInput(f"unknown option {arg}: see --help for the options")
-        kind = fields[key].type
-        if str(kind) in ("bool", "<class 'bool'>") and (
-            negated or i + 1 == len(args) or args[i + 1].startswith("--")
-        ):
-            values[key], i = not negated, i + 1
-            continue
-        if i + 1 == len(args):
-            raise BadInput(f"{arg} needs a value")
-        values[key], i = _convert(key, kind, args[i + 1]), i + 2
-    return cls(**values)
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Decoding: how rollouts generate actions."""
+
+    temperature: float = 1.0
+    """Sampling temperature of rollouts."""
+    constrained: bool = True
+    """Decode only menu actions where the env lists them."""
+    max_new_tokens: int = 48
+    """Most tokens per action."""
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Checkpoints, periodic evaluation and logs."""
+
+    eval_every: int = 10
+    """Evaluate a checkpoint on the val split every this many RL steps (0: never)."""
+    eval_seeds: int = 20
+    """Seeds of each periodic evaluation."""
+    checkpoint_every: int = 0
+    """Also keep a checkpoint under OUT/steps every this many RL steps without evaluating it
+    (0: only the evaluated ones)."""
+    tensorboard: bool = True
+    """Also write TensorBoard scalars under OUT/tb (needs the tensorboard package)."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run; every field of every group is a command-line option of
+    ``agentgym train``.
+    """
+
+    env: str = "agentgym/Search-Menu-Small-v0"
+    """Env id to train on (its train split)."""
+    credit: str = "grpo"
+    """Credit variants joined by '+', e.g. 'gigpo' or 'grpo+sdar'."""
+    credit_settings: str = ""
+    """Settings of the named variants as JSON, e.g. '{"grpo": {"zero_std": "drop"}}' (each
+    variant's Config fields; unknown names or fields are refused)."""
+    seed: int = 0
+    """Seed of everything."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    sft: WarmStartConfig = field(default_factory=WarmStartConfig, metadata={"prefix": "sft_"})
+    rl: RLConfig = field(default_factory=RLConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    prompt: PromptFormat = field(default_factory=PromptFormat)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    @classmethod
+    def from_options(cls, **values: Any) -> TrainConfig:
+        """A config from option values by their flat names (``sft_steps=20``, ``lr=3e-4``).
+
+        Raises:
+            BadInput: an unknown option, or a value a group refuses.
+        """
+        cfg: TrainConfig = options.build(cls, values)
+        return cfg
+
+    def with_options(self, **values: Any) -> TrainConfig:
+        """A copy with the options named by their flat names changed."""
+        cfg: TrainConfig = options.build(type(self), values, base=self)
+        return cfg
+
+    def to_json(self) -> dict[str, Any]:
+        """The option values by flat name (as ``train_config.json`` and checkpoints keep
+        them).
+        """
+        return options.flat(self)
+
+
+# ---------------------------------------------------------------------------------- recipes
+
+SEARCH_MENU_SMALL = TrainConfig.from_options(
+    env="agentgym/Search-Menu-Small-v0",
+    credit="grpo",
+    preset="micro",
+    sft_steps=1000,
+    sft_lr=3e-3,
+    sft_episodes=1000,
+    sft_noise=0.2,
+    steps=20,
+    lr=3e-4,
+    tasks_per_step=4,
+    group_size=8,
+    eval_every=0,
+)
+"""The tiny policy's recipe on Search-Menu-Small, shared by ``agentgym quickstart`` and
+``agentgym bench learning`` (which vary only the step counts)."""
+
+SEARCH_FREE_SMALL = SEARCH_MENU_SMALL.with_options(
+    env="agentgym/Search-Free-Small-v0",
+    sft_noise=0.0,  # free text lists no admissible actions to stray to
+    sft_think=False,  # the oracle's think quotes pages a history-less prompt never shows
+)
+"""The same recipe on Search-Free-Small (free-text queries and answers, nothing constrained):
+``agentgym bench learning --env agentgym/Search-Free-Small-v0``."""
+
+ALFWORLD_SMALL = SEARCH_MENU_SMALL.with_options(
+    env="agentgym/ALFWorld-Small-v0",
+    history=2,  # what the last receptacles held: the observation alone does not say
+    pin_first=True,  # the task is stated in the intro only
+)
+"""The same recipe on ALFWorld-Small (constrained to the admissible commands, the last two
+turns and the intro in every prompt): ``agentgym bench learning --env
+agentgym/ALFWorld-Small-v0``."""
+
+RECIPES = {cfg.env: cfg for cfg in (SEARCH_MENU_SMALL, SEARCH_FREE_SMALL, ALFWORLD_SMALL)}
+"""The tiny policy's recipe per env id."""

@@ -150,7 +150,8 @@ def _td_errors(
     lam: float,
 ) -> tuple[Tensor, Tensor]:
     """δ_t = r_t + γ V(s_{t+1}) (1 − terminated_t) − V(s_t), and the trace factor
-    c_t = γλ (1 − done_t) that links step t to step t+1."""
+    c_t = γλ (1 − done_t) that links step t to step t+1.
+    """
     terminated = terminated.to(torch.bool)
     done = terminated | truncated.to(torch.bool)
     delta = rewards + gamma * next_values * (~terminated) - values

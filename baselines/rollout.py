@@ -1,13 +1,14 @@
 """Batched multi-turn rollouts: many envs stepped in lockstep, one batched generation per turn.
 
-Both sample layouts of CREDIT.md §0 are produced (see :mod:`agentgym.baselines.layout`); every
+Both sample layouts of CREDIT.md §0 are produced (prompts are built by
+:mod:`agentgym.baselines.prompt`, turns scored by :mod:`agentgym.baselines.scoring`); every
 turn is stored as its own ``Turn`` either way:
 
 * ``per-step`` (default): turn ``k``'s prompt is the last ``history`` (observation, action)
   pairs and the current observation (``history=0``: the observation alone; the search envs'
   observations carry the episode's state); its response the generated action.
 * ``concat``: turn ``k``'s prompt is the whole episode so far, so it equals turn ``k-1``'s
-  prompt + response + observation ``k``; :func:`~agentgym.baselines.layout.turn_logprobs`
+  prompt + response + observation ``k``; :func:`~agentgym.baselines.scoring.turn_logprobs`
   scores such a rollout with one sequence.
 
 Groups are G rollouts of the same task and seed. ``terminated`` and ``truncated`` stay apart.
@@ -21,27 +22,29 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from agentgym.baselines.credit.batch import Trajectory, Turn
-from agentgym.baselines.layout import LAYOUTS, History, context_limit
+from agentgym.baselines.batch import Trajectory, Turn
 from agentgym.baselines.policies.base import Policy
-from agentgym.baselines.policies.constrained import (
-    allowed_tokens,
-    decoded_action,
-    encode_actions,
-)
+from agentgym.baselines.policies.constrained import allowed_tokens, encode_actions
+from agentgym.baselines.prompt import Choices, History, PromptFormat, act, action_choices
+from agentgym.baselines.scoring import context_limit
 from agentgym.registry import make
 
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    """How actions are generated and how turns are laid out."""
+    """How actions are generated and what the policy sees."""
 
+    prompt: PromptFormat = field(default_factory=PromptFormat)
+    """What each turn's prompt holds: the sample layout (CREDIT.md §0), the history window,
+    the pinned first observation (see :class:`~agentgym.baselines.prompt.PromptFormat`). A
+    concat rollout longer than the policy's context raises ValueError; a per-step prompt
+    longer than it is cut by the policy (most recent tokens kept)."""
     max_new_tokens: int = 48
     """Most tokens per action (eos included)."""
     temperature: float = 1.0
@@ -52,39 +55,11 @@ class RolloutConfig:
     """Decode only menu/admissible actions when the env lists them (invalid rate 0)."""
     invalid_penalty: float = 0.1
     """Reward subtracted from a turn whose action the env rejected."""
-    layout: str = "per-step"
-    """Sample layout (CREDIT.md §0): "per-step" (prompt = ``history`` previous (observation,
-    action) pairs + the current observation) or "concat" (prompt = the whole episode so far;
-    turn k's prompt = turn k-1's prompt + response + observation k; rollouts longer than the
-    policy's context raise ValueError)."""
-    history: int = 0
-    """per-step only: how many previous (observation, action) pairs precede the current
-    observation in each prompt (0: the current observation alone). A per-step prompt longer
-    than the policy's context is cut by the policy (most recent tokens kept)."""
-    pin_first: bool = False
-    """per-step only: keep the episode's first observation at the head of every prompt, before
-    the history window (text games state the task only there; verl-agent's ALFWorld prompt
-    likewise always carries the task)."""
     snapshots: bool = False
     """Keep the env state each turn acted from in ``turn.extras["snapshot"]`` (bytes of
     ``env.unwrapped.snapshot()``; with the observation and its info in ``"observation"`` and
     ``"observation_info"``) so :func:`branch` can replay from any turn; ignored for envs
     without snapshot support."""
-
-    def __post_init__(self) -> None:
-        if self.layout not in LAYOUTS:
-            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
-        if self.history < 0:
-            raise ValueError(f"history must be >= 0, got {self.history}")
-        if self.layout == "concat" and (self.history or self.pin_first):
-            raise ValueError(
-                "history and pin_first apply to the per-step layout; concat keeps everything"
-            )
-
-    @property
-    def window(self) -> int | None:
-        """The history window of a prompt: ``history`` (per-step) or None (all, concat)."""
-        return None if self.layout == "concat" else self.history
 
 
 class EnvPool:
@@ -123,7 +98,8 @@ class _Slot:
 def pick_tasks(pool: EnvPool, n: int, rng: np.random.Generator) -> list[tuple[str, int]]:
     """``n`` distinct train-split tasks of the pool's env, each with a fresh reset seed:
     ``(task_id, seed)`` pairs drawn from ``rng`` (with replacement once ``n`` exceeds the
-    split)."""
+    split).
+    """
     env: Any = pool.envs[0].unwrapped
     task_ids = env.task_ids("train")
     picks = rng.choice(len(task_ids), size=n, replace=n > len(task_ids))
@@ -152,8 +128,7 @@ def collect(
 
     Returns:
         One trajectory per rollout, groups contiguous, in task order; ``node_id`` is
-        ``"{group_id}:{j}"`` for the group's ``j``-th rollout, ``extras`` records
-        ``cfg``'s layout, history and pin_first.
+        ``"{group_id}:{j}"`` for the group's ``j``-th rollout, ``prompt`` is ``cfg.prompt``.
     """
     rows = [(task, seed, j) for task, seed in tasks for j in range(group_size)]
     if gumbel_keys is not None and len(gumbel_keys) != len(rows):
@@ -163,10 +138,13 @@ def collect(
     for n, ((task, seed, j), env) in enumerate(zip(rows, pool.envs, strict=False)):
         obs, info = env.reset(seed=seed, options={"task_id": task})
         group = f"{task}@{seed}"
-        traj = Trajectory(task_id=task, group_id=group, seed=seed, node_id=f"{group}:{j}")
-        traj.extras.update(_layout_extras(cfg))
+        traj = Trajectory(
+            task_id=task, group_id=group, seed=seed, node_id=f"{group}:{j}", prompt=cfg.prompt
+        )
+        history = History(policy, cfg.prompt)
+        history.observe(obs, info)
         key = None if gumbel_keys is None else gumbel_keys[n]
-        slots.append(_Slot(env, traj, obs, info, History(policy, [obs]), key))
+        slots.append(_Slot(env, traj, obs, info, history, key))
     _play(policy, slots, cfg, snapshots=cfg.snapshots and pool.supports_snapshot)
     return [s.traj for s in slots]
 
@@ -183,7 +161,7 @@ def branch(
     """Play ``n`` continuations from turn ``k`` of each ``(parent, k)``, all in lockstep.
 
     Each parent must come from :func:`collect` (or :func:`branch`) with
-    ``RolloutConfig(snapshots=True)`` and the same layout and history as ``cfg``. A pool env
+    ``RolloutConfig(snapshots=True)`` and the same prompt format as ``cfg``. A pool env
     is restored to the state turn ``k`` acted from and the policy acts again from there, with
     the same prompt the parent's turn ``k`` had.
 
@@ -238,12 +216,14 @@ def branch(
                 node_id=f"{node}/{k}.{j}",
                 parent_id=parent.node_id,
                 branch_turn=k,
-                extras=_layout_extras(cfg),
+                prompt=cfg.prompt,
             )
             history = History(
                 policy,
+                cfg.prompt,
                 [t.extras["observation"] for t in past],
                 [t.response_ids for t in past[:k]],
+                privileged_context=_privileged_context(past[0]),
             )
             key = None if gumbel_keys is None else gumbel_keys[len(slots)]
             obs, info = turn.extras["observation"], turn.extras["observation_info"]
@@ -267,8 +247,8 @@ def replay(
     """Play the action texts ``actions`` teacher-forced from ``reset(seed, task_id)``: the
     turns :func:`collect` records when the policy happens to choose exactly these actions.
 
-    Turn ``k`` gets the prompt the policy would have seen there (``cfg``'s layout and
-    history), the response ``tokenizer.encode(action) + [eos]``, the env's reward (minus
+    Turn ``k`` gets the prompt the policy would have seen there (``cfg.prompt``), the
+    response ``tokenizer.encode(action) + [eos]``, the env's reward (minus
     ``cfg.invalid_penalty`` for a rejected action), the done flags, ``state_key``, ``info``,
     ``extras["action"]`` (and the snapshot extras when ``cfg.snapshots`` and the env has
     them), and, where ``cfg.constrained`` and the state lists admissible actions,
@@ -282,14 +262,14 @@ def replay(
         task_id: the task, passed as ``options={"task_id": task_id}``.
         seed: the reset seed.
         actions: the action texts sent to ``env.step``, in order.
-        cfg: layout, history, constraint and penalty (generation settings are unused).
+        cfg: prompt format, constraint and penalty (generation settings are unused).
         group_id: the trajectory's group id (default ``f"{task_id}@{seed}"``, as collect).
         node_id: the trajectory's node id (default None).
         score: fill every turn's ``logp_old`` with one ``policy.logprobs`` call over all
             turns (temperature 1, under the decoding masks); otherwise leave it None.
 
     Returns:
-        The trajectory, ``extras`` holding ``cfg``'s layout, history and pin_first; outcome,
+        The trajectory, its ``prompt`` ``cfg.prompt``; outcome,
         ``terminated`` and ``truncated`` come from the last step when the episode ended
         there (actions that stop before the end leave both flags False and outcome 0).
 
@@ -301,16 +281,18 @@ def replay(
     snapshots = cfg.snapshots and bool(getattr(env.unwrapped, "supports_snapshot", False))
     obs, info = env.reset(seed=seed, options={"task_id": task_id})
     group = group_id if group_id is not None else f"{task_id}@{seed}"
-    traj = Trajectory(task_id=task_id, group_id=group, seed=seed, node_id=node_id)
-    traj.extras.update(_layout_extras(cfg))
-    history = History(policy, [obs])
+    traj = Trajectory(
+        task_id=task_id, group_id=group, seed=seed, node_id=node_id, prompt=cfg.prompt
+    )
+    history = History(policy, cfg.prompt)
+    history.observe(obs, info)
     for k, action in enumerate(actions):
         if traj.terminated or traj.truncated:
             raise ValueError(
                 f"replay of {group}: the episode ended at turn {k - 1}, before action "
                 f"{k} of {len(actions)} ({action!r})"
             )
-        prompt = history.prompt(cfg.window, cfg.pin_first)
+        prompt = history.prompt()
         body = list(tokenizer.encode(action))
         response = [*body, tokenizer.eos_id]
         mask = None
@@ -349,7 +331,8 @@ def replay(
 
 def _score_replay(policy: Policy, turns: list[Turn]) -> None:
     """Fill ``logp_old`` of ``turns`` with one ``policy.logprobs`` call (masked where a turn
-    has ``allowed_tokens``)."""
+    has ``allowed_tokens``).
+    """
     prompts = [t.prompt_ids for t in turns]
     responses = [t.response_ids for t in turns]
     masks = [t.allowed_tokens for t in turns]
@@ -371,23 +354,26 @@ def _check_parent(parent: Trajectory, k: int, cfg: RolloutConfig) -> None:
             f"turn {k} of {parent.node_id or parent.group_id} has no snapshot: collect the "
             "parents with RolloutConfig(snapshots=True) on an env that supports snapshots"
         )
-    layout = {key: parent.extras.get(key) for key in _layout_extras(cfg)}
-    if layout != _layout_extras(cfg):
+    if parent.prompt != cfg.prompt:
         raise ValueError(
-            f"the parent was played with {layout} but cfg asks for {_layout_extras(cfg)}; "
+            f"the parent was played with {parent.prompt} but cfg asks for {cfg.prompt}; "
             "a branch must continue the parent's prompts"
         )
 
 
 def _shared(turn: Turn) -> Turn:
     """A copy of a parent's turn for a branch's shared prefix (tensors are shared, the
-    ``extras`` and ``info`` dicts are not)."""
+    ``extras`` and ``info`` dicts are not).
+    """
     extras = {**turn.extras, "shared": True}
     return dataclasses.replace(turn, info=dict(turn.info), extras=extras)
 
 
-def _layout_extras(cfg: RolloutConfig) -> dict[str, Any]:
-    return {"layout": cfg.layout, "history": cfg.history, "pin_first": cfg.pin_first}
+def _privileged_context(turn: Turn) -> str | None:
+    """The privileged view's text of the episode a snapshotted first turn belongs to."""
+    info = turn.extras.get("observation_info") or {}
+    context = info.get("privileged_context")
+    return None if context is None else str(context)
 
 
 def _play(policy: Policy, slots: list[_Slot], cfg: RolloutConfig, *, snapshots: bool) -> None:
@@ -399,29 +385,25 @@ def _play(policy: Policy, slots: list[_Slot], cfg: RolloutConfig, *, snapshots: 
 
 def _turn(policy: Policy, cfg: RolloutConfig, active: list[_Slot], snapshots: bool) -> list[_Slot]:
     """One generation for every active rollout, one env step each; the still-active ones."""
-    prompts = [s.history.prompt(cfg.window, cfg.pin_first) for s in active]
-    choices = [
-        encode_actions(policy.tokenizer, s.info["admissible_actions"])
-        if cfg.constrained and s.info.get("admissible_actions")
-        else None
-        for s in active
-    ]
-    if cfg.layout == "concat":
+    prompts = [s.history.prompt() for s in active]
+    choices = [action_choices(policy, s.info, cfg.constrained) for s in active]
+    if cfg.prompt.layout == "concat":
         _check_context(policy, cfg, active, prompts, choices)
     keys = None
     if any(s.key is not None for s in active):
         keys = [_require_key(s) * 1_000 + len(s.traj.turns) for s in active]
-    outs = policy.generate(
+    acted = act(
+        policy,
         prompts,
+        choices,
         max_new_tokens=cfg.max_new_tokens,
         temperature=cfg.temperature,
         greedy=cfg.greedy,
         gumbel_keys=keys,
-        allowed=[None if c is None else [list(seq) for seq in c] for c in choices],
     )
     still = []
-    for s, prompt, out, choice in zip(active, prompts, outs, choices, strict=True):
-        action = decoded_action(policy.tokenizer, out.ids, choice)
+    for s, a in zip(active, acted, strict=True):
+        action, prompt, out, choice = a.text, a.prompt, a.out, a.choices
         extras: dict[str, Any] = {"action": action}
         if snapshots:
             extras.update(
@@ -470,10 +452,11 @@ def _check_context(
     cfg: RolloutConfig,
     active: list[_Slot],
     prompts: list[list[int]],
-    choices: list[Any],
+    choices: list[Choices | None],
 ) -> None:
     """Refuse a concat prompt that, with the longest response the batch allows (a constrained
-    row's budget grows to its longest choice), would not fit: the policy would cut it."""
+    row's budget grows to its longest choice), would not fit: the policy would cut it.
+    """
     limit = context_limit(policy)
     if limit is None:
         return

@@ -56,7 +56,8 @@ def token_char_spans(tokenizer: Any, ids: Sequence[int]) -> tuple[str, list[tupl
 
 def _tag_of(start: int, end: int, segments: Sequence[Mapping[str, Any]], size: int) -> str:
     """The tag of the segment overlapping ``[start, end)`` most (the first on a tie); a span
-    of no characters takes the tag of the character it begins, if any."""
+    of no characters takes the tag of the character it begins, if any.
+    """
     if start == end:
         if start >= size:
             return UNTAGGED
@@ -103,7 +104,7 @@ def fill_segment_tags(turns: Iterable[Any], tokenizer: Any) -> int:
     """Set ``turn.segment_tags`` from ``turn.info["segments"]`` where it is None.
 
     Args:
-        turns: :class:`~agentgym.baselines.credit.batch.Turn` objects.
+        turns: :class:`~agentgym.baselines.batch.Turn` objects.
         tokenizer: the policy's tokenizer (``decode``, ``eos_id``).
 
     Returns:

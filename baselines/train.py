@@ -1,6 +1,6 @@
 """The PPO/GRPO loop, read top to bottom. It never names a credit variant: every variant
 acts through the plan's hooks (``sample, transform, score, advantages, shape, aux_loss,
-grad_hook``) on one :class:`~agentgym.baselines.credit.batch.Batch` per step.
+grad_hook``) on one :class:`~agentgym.baselines.batch.Batch` per step.
 
     SFT warm start on oracle demonstrations
     for each step:  rollouts -> transform -> score -> advantages -> shape
@@ -15,146 +15,32 @@ import json
 import re
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from agentgym.baselines.batch import Batch, StepContext, Turn
+from agentgym.baselines.config import TrainConfig
 from agentgym.baselines.credit import compose
-from agentgym.baselines.credit.batch import Batch, StepContext
-from agentgym.baselines.layout import History, turn_logprobs
 from agentgym.baselines.losses import aggregate, clipped_surrogate, kl_k3
-from agentgym.baselines.policies.agent import save_policy_checkpoint
+from agentgym.baselines.policies.agent import (
+    DEFAULT_POLICY_CLASS,
+    import_policy_class,
+    save_policy_checkpoint,
+)
+from agentgym.baselines.prompt import History
 from agentgym.baselines.rollout import EnvPool, RolloutConfig
+from agentgym.baselines.scoring import turn_logprobs
 from agentgym.core.errors import BadInput
 from agentgym.registry import make
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """One training run; every field is a command-line option of ``agentgym train``."""
-
-    env: str = "agentgym/Search-Menu-Small-v0"
-    """Env id to train on (its train split)."""
-    credit: str = "grpo"
-    """Credit variants joined by '+', e.g. 'gigpo' or 'grpo+sdar'."""
-    credit_settings: str = ""
-    """Settings of the named variants as JSON, e.g. '{"grpo": {"zero_std": "drop"}}' (each
-    variant's Config fields; unknown names or fields are refused)."""
-    policy: str = "tiny"
-    """'tiny' (a small transformer trained from scratch) or a local HF model directory."""
-    init: str = ""
-    """Start from this checkpoint directory (an earlier run's OUT or OUT/sft) instead of a
-    fresh policy; --policy and --preset are then ignored."""
-    preset: str = "small"
-    """Size of the tiny policy: nano, micro, small or base."""
-    max_len: int = 1024
-    """Context of the tiny policy in tokens (the concat layout needs room for a whole episode)."""
-    lora_r: int = 0
-    """LoRA rank for a Hugging Face policy (0: train all weights)."""
-    steps: int = 20
-    """Optimiser steps of RL."""
-    sft_steps: int = 300
-    """Optimiser steps of the SFT warm start on oracle demonstrations (0: none)."""
-    sft_episodes: int = 200
-    """Oracle episodes collected for the warm start."""
-    sft_noise: float = 0.0
-    """Probability that a warm-start episode takes a random admissible action instead of the
-    oracle's (the state is still labelled with the oracle's action): demonstrations then
-    show how to recover from mistakes (DART, Laskey et al. 2017)."""
-    sft_think: bool = True
-    """Keep the oracle's <think>…</think> blocks in the demonstrations (off: drop them, e.g.
-    on Search-Free where the oracle's think quotes pages a history-less prompt never shows)."""
-    tasks_per_step: int = 8
-    """Groups per RL step."""
-    group_size: int = 8
-    """Rollouts per group (G)."""
-    lr: float = 1e-4
-    """AdamW learning rate of RL."""
-    sft_lr: float = 1e-3
-    """AdamW learning rate of the warm start."""
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    clip: float = 0.2
-    """PPO clip epsilon."""
-    kl_coef: float = 0.0
-    """Weight of the k3 KL to the frozen reference (0: no reference model)."""
-    max_grad_norm: float = 1.0
-    """Gradient clipping."""
-    temperature: float = 1.0
-    """Sampling temperature of rollouts."""
-    constrained: bool = True
-    """Decode only menu actions where the env lists them."""
-    max_new_tokens: int = 48
-    """Most tokens per action."""
-    layout: str = "per-step"
-    """Sample layout: 'per-step' (one sample per turn) or 'concat' (one sequence per rollout,
-    observations masked out of the loss)."""
-    history: int = 0
-    """per-step only: previous (observation, action) pairs shown before the observation."""
-    pin_first: bool = False
-    """per-step only: keep the episode's first observation (where text games state the task)
-    at the head of every prompt."""
-    constant_norm: float = 48.0
-    """Divisor of the constant-norm aggregation (Dr. GRPO)."""
-    eval_every: int = 10
-    """Evaluate a checkpoint on the val split every this many RL steps (0: never)."""
-    eval_seeds: int = 20
-    """Seeds of each periodic evaluation."""
-    checkpoint_every: int = 0
-    """Also keep a checkpoint under OUT/steps every this many RL steps without evaluating it
-    (0: only the evaluated ones)."""
-    seed: int = 0
-    """Seed of everything."""
-    tensorboard: bool = True
-    """Also write TensorBoard scalars under OUT/tb (needs the tensorboard package)."""
-
-
-SEARCH_MENU_SMALL = TrainConfig(
-    env="agentgym/Search-Menu-Small-v0",
-    credit="grpo",
-    preset="micro",
-    sft_steps=1000,
-    sft_lr=3e-3,
-    sft_episodes=1000,
-    sft_noise=0.2,
-    steps=20,
-    lr=3e-4,
-    tasks_per_step=4,
-    group_size=8,
-    eval_every=0,
-)
-"""The tiny policy's recipe on Search-Menu-Small, shared by ``agentgym quickstart`` and
-``agentgym bench learning`` (which vary only the step counts)."""
-
-SEARCH_FREE_SMALL = replace(
-    SEARCH_MENU_SMALL,
-    env="agentgym/Search-Free-Small-v0",
-    sft_noise=0.0,  # free text lists no admissible actions to stray to
-    sft_think=False,  # the oracle's think quotes pages a history-less prompt never shows
-)
-"""The same recipe on Search-Free-Small (free-text queries and answers, nothing constrained):
-``agentgym bench learning --env agentgym/Search-Free-Small-v0``."""
-
-ALFWORLD_SMALL = replace(
-    SEARCH_MENU_SMALL,
-    env="agentgym/ALFWorld-Small-v0",
-    history=2,  # what the last receptacles held: the observation alone does not say
-    pin_first=True,  # the task is stated in the intro only
-)
-"""The same recipe on ALFWorld-Small (constrained to the admissible commands, the last two
-turns and the intro in every prompt): ``agentgym bench learning --env
-agentgym/ALFWorld-Small-v0``."""
-
-RECIPES = {cfg.env: cfg for cfg in (SEARCH_MENU_SMALL, SEARCH_FREE_SMALL, ALFWORLD_SMALL)}
-"""The tiny policy's recipe per env id."""
-
-
 def credit_settings(cfg: TrainConfig) -> dict[str, Any]:
     """``cfg.credit_settings`` parsed: variant name -> its settings (checked against the
-    variants of ``cfg.credit``; each variant checks its own fields when it is built)."""
+    variants of ``cfg.credit``; each variant checks its own fields when it is built).
+    """
     if not cfg.credit_settings.strip():
         return {}
     try:
@@ -172,34 +58,41 @@ def credit_settings(cfg: TrainConfig) -> dict[str, Any]:
 
 def make_policy(cfg: TrainConfig) -> Any:
     """The policy to train: a tiny transformer with a tokenizer fitted to the env's text, or a
-    local Hugging Face model, or the policy of the checkpoint ``cfg.init``."""
-    if cfg.init:
-        return load_policy(Path(cfg.init))
-    if cfg.policy == "tiny":
+    local Hugging Face model, or the policy of the checkpoint ``cfg.model.init``.
+    """
+    if cfg.model.init:
+        return load_policy(Path(cfg.model.init))
+    if cfg.model.policy == "tiny":
         from agentgym.baselines.policies.tiny import TinyPolicy
         from agentgym.baselines.policies.tokenizer import collect_env_text, train_tokenizer
 
         tokenizer = train_tokenizer(collect_env_text(cfg.env, seed=cfg.seed), vocab_size=2000)
         torch.manual_seed(cfg.seed)
-        return TinyPolicy.from_preset(cfg.preset, tokenizer, max_len=cfg.max_len)
-    if not Path(cfg.policy).is_dir():
-        raise BadInput(f"--policy must be 'tiny' or a local model directory, got {cfg.policy!r}")
+        return TinyPolicy.from_preset(cfg.model.preset, tokenizer, max_len=cfg.model.max_len)
+    if not Path(cfg.model.policy).is_dir():
+        raise BadInput(
+            f"--policy must be 'tiny' or a local model directory, got {cfg.model.policy!r}"
+        )
     from agentgym.baselines.policies.hf import HFPolicy, LoraSettings
 
-    lora = LoraSettings(r=cfg.lora_r, alpha=2.0 * cfg.lora_r) if cfg.lora_r > 0 else None
-    return HFPolicy.from_pretrained(cfg.policy, lora=lora)
+    lora = (
+        LoraSettings(r=cfg.model.lora_r, alpha=2.0 * cfg.model.lora_r)
+        if cfg.model.lora_r > 0
+        else None
+    )
+    return HFPolicy.from_pretrained(cfg.model.policy, lora=lora)
 
 
 def load_policy(path: Path) -> Any:
     """The policy inside a checkpoint directory, loaded by the class its manifest names
-    (safetensors + JSON; nothing is unpickled)."""
+    (safetensors + JSON; nothing is unpickled).
+    """
     from agentgym.agents.checkpoint import is_checkpoint_dir, read_manifest
-    from agentgym.baselines.policies.agent import DEFAULT_POLICY_CLASS, _import_class
 
     if not is_checkpoint_dir(path):
         raise BadInput(f"--init {path}: not a checkpoint directory")
     config = read_manifest(path).get("config", {})
-    policy_cls = _import_class(str(config.get("policy_class", DEFAULT_POLICY_CLASS)))
+    policy_cls = import_policy_class(str(config.get("policy_class", DEFAULT_POLICY_CLASS)))
     return policy_cls.load(path)
 
 
@@ -212,31 +105,31 @@ Demo = tuple[torch.Tensor, torch.Tensor]
 def oracle_demos(cfg: TrainConfig, policy: Any) -> list[Demo]:
     """(prompt, oracle action + eos) from oracle episodes on the train split.
 
-    With ``cfg.sft_noise`` > 0 an episode takes a random admissible action with that
+    With ``cfg.sft.noise`` > 0 an episode takes a random admissible action with that
     probability, and every state it visits is still labelled with the oracle's action.
 
     The loss is the plain NLL over every response token, not the NLL under the decoding
     mask: the forced tokens (an item's text after its first distinct token) teach the policy
-    to read the menu, and on Search-Menu-Small the plain loss gave a better warm start."""
+    to read the menu, and on Search-Menu-Small the plain loss gave a better warm start.
+    """
     env = make(cfg.env, split="train")
     expert: Any = env.unwrapped
     tokenizer = policy.tokenizer
     eos = tokenizer.eos_id
-    rollout = rollout_config(cfg)
     rng = np.random.default_rng([cfg.seed, 1])
     demos: list[Demo] = []
-    for seed in range(cfg.seed, cfg.seed + cfg.sft_episodes):
+    for seed in range(cfg.seed, cfg.seed + cfg.sft.episodes):
         obs, info = env.reset(seed=seed)
-        history = History(policy)
+        history = History(policy, cfg.prompt)
         while True:
-            history.observe(obs)
+            history.observe(obs, info)
             action = str(expert.oracle_action())
-            label = action if cfg.sft_think else _THINK.sub("", action)
+            label = action if cfg.sft.think else _THINK.sub("", action)
             response = [*tokenizer.encode(label), eos]
-            prompt = history.prompt(rollout.window, rollout.pin_first)
+            prompt = history.prompt()
             demos.append((torch.tensor(prompt), torch.tensor(response)))
             admissible = [str(a) for a in info.get("admissible_actions") or ()]
-            if admissible and cfg.sft_noise > 0 and rng.random() < cfg.sft_noise:
+            if admissible and cfg.sft.noise > 0 and rng.random() < cfg.sft.noise:
                 action = admissible[int(rng.integers(len(admissible)))]
                 response = [*tokenizer.encode(action), eos]
             history.act(response)
@@ -247,35 +140,31 @@ def oracle_demos(cfg: TrainConfig, policy: Any) -> list[Demo]:
 
 
 def rollout_config(cfg: TrainConfig, **overrides: Any) -> RolloutConfig:
-    """How the run generates actions (validated: a bad layout or history fails here)."""
-    try:
-        return RolloutConfig(
-            max_new_tokens=cfg.max_new_tokens,
-            temperature=cfg.temperature,
-            constrained=cfg.constrained,
-            layout=cfg.layout,
-            history=cfg.history,
-            pin_first=cfg.pin_first,
-            **overrides,
-        )
-    except ValueError as e:
-        raise BadInput(str(e)) from None
+    """How the run generates actions and what its prompts hold."""
+    return RolloutConfig(
+        prompt=cfg.prompt,
+        max_new_tokens=cfg.sampling.max_new_tokens,
+        temperature=cfg.sampling.temperature,
+        constrained=cfg.sampling.constrained,
+        **overrides,
+    )
 
 
 def sft(policy: Any, demos: list[Demo], cfg: TrainConfig) -> float:
     """Teacher forcing on the demonstrations with a warm-up + cosine learning rate; returns
-    the last batch's mean NLL per token."""
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.sft_lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_cosine(cfg.sft_steps))
+    the last batch's mean NLL per token.
+    """
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.sft.lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_cosine(cfg.sft.steps))
     rng = np.random.default_rng(cfg.seed)
     nll = float("nan")
-    for _ in range(cfg.sft_steps):
+    for _ in range(cfg.sft.steps):
         idx = rng.choice(len(demos), size=min(32, len(demos)), replace=False)
         logps = policy.logprobs([demos[i][0] for i in idx], [demos[i][1] for i in idx], grad=True)
         loss = -torch.cat(logps).mean()
         optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.rl.max_grad_norm)
         optimizer.step()
         schedule.step()
         nll = loss.item()
@@ -284,7 +173,8 @@ def sft(policy: Any, demos: list[Demo], cfg: TrainConfig) -> float:
 
 def _warmup_cosine(steps: int, warmup: float = 0.05) -> Any:
     """The learning-rate factor at each step: linear warm-up over the first ``warmup`` share
-    of ``steps``, then cosine decay to zero."""
+    of ``steps``, then cosine decay to zero.
+    """
     ramp = max(1, int(steps * warmup))
 
     def factor(step: int) -> float:
@@ -297,32 +187,40 @@ def _warmup_cosine(steps: int, warmup: float = 0.05) -> Any:
 
 def policy_loss(batch: Batch, policy: Any, ref: Any, plan: Any, cfg: TrainConfig) -> tuple:
     """The clipped surrogate over the turns that have advantages, aggregated as the plan says,
-    plus the k3 KL to the reference. Returns (loss, metrics)."""
-    keys = list(batch.advantages or {})
+    plus the k3 KL to the reference. Returns (loss, metrics).
+    """
+    advantages = batch.advantages or {}
+    keys = list(advantages)
     if not keys:
         return torch.zeros((), requires_grad=True), {"tokens": 0}
-    turns = [batch.turn(k) for k in keys]
     logp = torch.cat(turn_logprobs(policy, batch, keys, grad=True))
-    logp_old = torch.cat([t.logp_old for t in turns])
-    adv = batch.flat(batch.advantages, keys)
+    logp_old = torch.cat([_behaviour_logp(batch.turn(k)) for k in keys])
+    adv = batch.flat(advantages, keys)
     mask, seq_ids, turn_ids = batch.token_index(keys)
-    token_loss = clipped_surrogate(logp, logp_old, adv, cfg.clip, cfg.clip)
+    token_loss = clipped_surrogate(logp, logp_old, adv, cfg.rl.clip, cfg.rl.clip)
     loss = aggregate(
         token_loss,
         mask,
         plan.aggregation,
         seq_ids=seq_ids,
         turn_ids=turn_ids,
-        constant=cfg.constant_norm,
+        constant=cfg.rl.constant_norm,
     )
     metrics: dict[str, float] = {"tokens": float(mask.sum())}
-    if ref is not None and cfg.kl_coef > 0:
+    if ref is not None and cfg.rl.kl_coef > 0:
         with torch.no_grad():
             ref_logp = torch.cat(turn_logprobs(ref, batch, keys, grad=False))
         kl = aggregate(kl_k3(logp, ref_logp), mask, "token-mean")
-        loss = loss + cfg.kl_coef * kl
+        loss = loss + cfg.rl.kl_coef * kl
         metrics["kl"] = float(kl)
     return loss, metrics
+
+
+def _behaviour_logp(turn: Turn) -> torch.Tensor:
+    """``logp_old`` of a turn (the sampler records it; an edited rollout's is rescored)."""
+    if turn.logp_old is None:
+        raise ValueError("a turn reached the policy loss without its behaviour log-probs")
+    return turn.logp_old
 
 
 def rl_step(
@@ -336,7 +234,8 @@ def rl_step(
     rng: np.random.Generator,
 ) -> dict[str, float]:
     """One optimiser step: rollouts (the plan's sampler), the credit hooks, the loss, the
-    update."""
+    update.
+    """
     ctx = StepContext(
         config=cfg,
         policy=policy,
@@ -345,6 +244,8 @@ def rl_step(
         step=step,
         rollout=rollout_config(cfg),
         rng=rng,
+        tasks_per_step=cfg.rl.tasks_per_step,
+        group_size=cfg.rl.group_size,
     )
     batch = Batch(trajectories=[])
     with torch.no_grad():
@@ -357,7 +258,7 @@ def rl_step(
     optimizer.zero_grad()
     loss.backward()
     plan.run("grad_hook", batch, ctx)
-    torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.rl.max_grad_norm)
     optimizer.step()
     # Rollout statistics over fresh episodes only: branches are started where a sampler chose
     # to, and edited copies carry bonus outcomes, so either would bias them.
@@ -374,12 +275,11 @@ def rl_step(
 
 
 def train(cfg: TrainConfig, out: Path) -> Path:
-    """Warm start, then ``cfg.steps`` RL steps; the final checkpoint is ``out`` itself."""
+    """Warm start, then ``cfg.rl.steps`` RL steps; the final checkpoint is ``out`` itself."""
     plan = compose(cfg.credit, credit_settings(cfg))
-    rollout_config(cfg)  # a bad layout fails before any work
-    if not 0.0 <= cfg.sft_noise <= 1.0:
-        raise BadInput(f"--sft-noise is a probability in [0, 1], got {cfg.sft_noise}")
-    pool = EnvPool(cfg.env, cfg.tasks_per_step * cfg.group_size, split="train")
+    if not 0.0 <= cfg.sft.noise <= 1.0:
+        raise BadInput(f"--sft-noise is a probability in [0, 1], got {cfg.sft.noise}")
+    pool = EnvPool(cfg.env, cfg.rl.tasks_per_step * cfg.rl.group_size, split="train")
     plan.check(make(cfg.env))  # refuse an env lacking what a variant needs, before any work
     torch.manual_seed(cfg.seed)
     policy = make_policy(cfg)
@@ -387,15 +287,13 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     log = out / "metrics.csv"
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()
-    # layout and history at the top level: evaluation rebuilds the prompts the policy saw
+    # the prompt format as one object: evaluation rebuilds the prompts the policy saw
     metadata = {
-        "train": {**asdict(cfg), "credit_plan": plan.names},
-        "layout": cfg.layout,
-        "history": cfg.history,
-        "pin_first": cfg.pin_first,
+        "train": {**cfg.to_json(), "credit_plan": plan.names},
+        "prompt": cfg.prompt.to_json(),
     }
-    tb = _tensorboard(out / "tb") if cfg.tensorboard else None
-    if cfg.sft_steps > 0:
+    tb = _tensorboard(out / "tb") if cfg.log.tensorboard else None
+    if cfg.sft.steps > 0:
         nll = sft(policy, oracle_demos(cfg, policy), cfg)
         seconds = time.perf_counter() - start
         rows.append({"phase": "sft", "step": 0, "seconds": seconds, "sft_nll": nll})
@@ -404,16 +302,18 @@ def train(cfg: TrainConfig, out: Path) -> Path:
         save_policy_checkpoint(policy, out / "sft", metadata=meta)
         if tb is not None:
             tb.add_scalar("sft/nll", nll, 0)
-    ref = copy.deepcopy(policy) if cfg.kl_coef > 0 else None
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    ref = copy.deepcopy(policy) if cfg.rl.kl_coef > 0 else None
+    optimizer = torch.optim.AdamW(
+        policy.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay
+    )
     rng = np.random.default_rng(cfg.seed)
     paused = 0.0  # seconds spent on checkpoints and periodic evaluation, not training
-    with _Progress(cfg.steps) as advance:
-        for step in range(1, cfg.steps + 1):
+    with _Progress(cfg.rl.steps) as advance:
+        for step in range(1, cfg.rl.steps + 1):
             metrics = rl_step(policy, ref, plan, pool, optimizer, cfg, step, rng)
             seconds = time.perf_counter() - start - paused
-            evaluate_now = _every(cfg.eval_every, step, cfg.steps)
-            if evaluate_now or _every(cfg.checkpoint_every, step, cfg.steps):
+            evaluate_now = _every(cfg.log.eval_every, step, cfg.rl.steps)
+            if evaluate_now or _every(cfg.log.checkpoint_every, step, cfg.rl.steps):
                 pause = time.perf_counter()
                 ckpt = out / "steps" / f"step_{step:05d}"
                 meta = {**metadata, "step": step, "train_seconds": seconds}
@@ -433,7 +333,7 @@ def train(cfg: TrainConfig, out: Path) -> Path:
         tb.close()
     plot_curve(rows, out / "curve.png")
     save_policy_checkpoint(policy, out, metadata=metadata)
-    (out / "train_config.json").write_text(json.dumps(asdict(cfg), indent=1) + "\n")
+    (out / "train_config.json").write_text(json.dumps(cfg.to_json(), indent=1) + "\n")
     return out
 
 
@@ -458,7 +358,7 @@ def evaluate_checkpoint(ckpt: Path, cfg: TrainConfig) -> float:
     """Mean success of a checkpoint on the val split through the harness (many seeds, greedy)."""
     from agentgym.harness.evaluate import evaluate
 
-    doc = evaluate(str(ckpt), [cfg.env], seeds=cfg.eval_seeds, root_seed=cfg.seed, split="val")
+    doc = evaluate(str(ckpt), [cfg.env], seeds=cfg.log.eval_seeds, root_seed=cfg.seed, split="val")
     return float(doc["aggregates"][cfg.env]["mean"])
 
 

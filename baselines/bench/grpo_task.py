@@ -90,7 +90,8 @@ def task_rows(n: int) -> list[dict[str, str]]:
 
 def reward(completion: str, word: str) -> float:
     """1.0 if ``completion`` contains ``word``, else half the share of the word's distinct
-    letters that occur in it."""
+    letters that occur in it.
+    """
     if word in completion:
         return 1.0
     letters = set(word)
@@ -103,7 +104,8 @@ def reward(completion: str, word: str) -> float:
 def build_tokenizer(vocab_size: int = 320) -> Any:
     """A byte-level BPE tokenizer trained on the task text, as a ``PreTrainedTokenizerFast``
     with ``<pad>`` = 0, ``<eos>`` = 1, ``<bos>`` = 2 and no post-processor (no special token
-    is added to an encoded prompt, by TRL or by us)."""
+    is added to an encoded prompt, by TRL or by us).
+    """
     from agentgym.baselines.policies.tokenizer import hf_tokenizer
 
     corpus = [r["prompt"] for r in task_rows(len(WORDS))] * 20 + list(WORDS) * 20

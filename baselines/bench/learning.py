@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from agentgym.baselines.train import RECIPES, SEARCH_MENU_SMALL, TrainConfig
+from agentgym.baselines.config import RECIPES, SEARCH_MENU_SMALL, TrainConfig
 from agentgym.core.errors import BadInput
 
 ENV_ID = SEARCH_MENU_SMALL.env
@@ -31,7 +31,8 @@ GOAL = {"success": 0.8, "seconds": 15 * 60}
 @dataclass(frozen=True)
 class Budget:
     """What every variant gets: the warm start's and each variant's training settings (one
-    ``TrainConfig``; ``steps`` is each variant's RL steps) and the test seeds per checkpoint."""
+    ``TrainConfig``; ``steps`` is each variant's RL steps) and the test seeds per checkpoint.
+    """
 
     train: TrainConfig
     test_seeds: int
@@ -48,11 +49,10 @@ def budget_for(env: str, quick: bool = False) -> Budget:
     recipe = RECIPES[env]
     if not quick:
         return Budget(
-            replace(recipe, steps=40, checkpoint_every=10, tensorboard=False), test_seeds=100
+            recipe.with_options(steps=40, checkpoint_every=10, tensorboard=False), test_seeds=100
         )
     return Budget(
-        replace(
-            recipe,
+        recipe.with_options(
             preset="nano",
             sft_steps=20,
             sft_episodes=10,
@@ -74,13 +74,14 @@ def run(
     env: str = ENV_ID,
 ) -> dict[str, Any]:
     """Warm start, the variants, the evaluations, the comparisons; prints two tables.
-    ``rl_steps`` replaces the budget's RL steps per variant; ``env`` picks the recipe."""
+    ``rl_steps`` replaces the budget's RL steps per variant; ``env`` picks the recipe.
+    """
     from agentgym.baselines.credit import compose
     from agentgym.registry import make
 
     budget = budget_for(env, quick)
     if rl_steps is not None:
-        budget = replace(budget, train=replace(budget.train, steps=rl_steps))
+        budget = replace(budget, train=budget.train.with_options(steps=rl_steps))
     variants = tuple(dict.fromkeys(variants))
     if not variants:
         raise BadInput("--variants needs at least one credit variant")
@@ -88,7 +89,7 @@ def run(
     for name in variants:
         # an unknown name, a clash or a misfitting env fails now, not after the warm start
         compose(name, None).check(probe)
-    base = replace(budget.train, steps=0)
+    base = budget.train.with_options(steps=0)
     work = Path(tempfile.mkdtemp(prefix="agentgym-bench-learning-"))
     try:
         return _run(console, budget, base, variants, work)
@@ -97,21 +98,23 @@ def run(
 
 
 def _run(
-    console: Console, budget: Budget, base: Any, variants: tuple[str, ...], work: Path
+    console: Console, budget: Budget, base: TrainConfig, variants: tuple[str, ...], work: Path
 ) -> dict[str, Any]:
     from agentgym.baselines.train import train
     from agentgym.harness.compare import compare
 
-    console.print(f"warm start: {base.sft_steps} SFT steps ({base.preset} policy)")
+    console.print(f"warm start: {base.sft.steps} SFT steps ({base.model.preset} policy)")
     train(base, work / "warm")
     sft_ckpt = work / "warm" / "sft"
     sft_seconds = _train_seconds(sft_ckpt)
     rows = [_row(budget.env, "sft", 0, sft_seconds, 0, _evaluate(sft_ckpt, budget))]
     finals: dict[str, dict[str, Any]] = {"sft": rows[0].pop("doc")}
     for name in variants:
-        console.print(f"{name}: {budget.train.steps} RL steps from the warm start")
+        console.print(f"{name}: {budget.train.rl.steps} RL steps from the warm start")
         out = work / name
-        cfg = replace(base, credit=name, init=str(sft_ckpt), sft_steps=0, steps=budget.train.steps)
+        cfg = base.with_options(
+            credit=name, init=str(sft_ckpt), sft_steps=0, steps=budget.train.rl.steps
+        )
         train(cfg, out)
         tokens = _cumulative_tokens(out / "metrics.csv")
         for ckpt in sorted((out / "steps").iterdir()):
@@ -133,7 +136,7 @@ def _run(
     return {
         "part": "learning",
         "env": budget.env,
-        "budget": {**asdict(budget.train), "test_seeds": budget.test_seeds},
+        "budget": {**budget.train.to_json(), "test_seeds": budget.test_seeds},
         "rows": rows,
         "comparisons": comparisons,
         "ratios": {

@@ -98,15 +98,16 @@ def run_ours(model_dir: Path, settings: Settings, run: int) -> RunResult:
     """``warmup + steps`` steps of our GRPO trainer on a fresh copy of the model."""
     import torch
 
+    from agentgym.baselines.batch import Batch, StepContext, Trajectory, Turn
+    from agentgym.baselines.config import TrainConfig
     from agentgym.baselines.credit import compose
-    from agentgym.baselines.credit.batch import Batch, StepContext, Trajectory, Turn
     from agentgym.baselines.policies.hf import HFPolicy
-    from agentgym.baselines.train import TrainConfig, policy_loss
+    from agentgym.baselines.train import policy_loss
 
     set_threads(settings)
     torch.manual_seed(settings.seed + run)
     policy = HFPolicy.from_pretrained(model_dir, value_head=False)
-    cfg = TrainConfig(
+    cfg = TrainConfig.from_options(
         credit="grpo",
         policy=str(model_dir),
         tasks_per_step=settings.prompts,

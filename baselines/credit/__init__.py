@@ -23,16 +23,9 @@ from typing import Any, ClassVar, TypeVar
 
 import gymnasium as gym
 
-from agentgym.baselines.credit.batch import (
-    Batch,
-    Context,
-    Key,
-    Policy,
-    StepContext,
-    Trajectory,
-    Turn,
-)
+from agentgym.baselines.batch import Batch, Context, Key, StepContext, Trajectory, Turn
 from agentgym.baselines.losses import AGGREGATIONS
+from agentgym.baselines.policies.base import Policy
 from agentgym.core.errors import BadInput
 
 __all__ = [
@@ -124,11 +117,13 @@ class CreditVariant:
 
     def score(self, batch: Batch, ctx: Context) -> None:
         """Extra forward passes without grad (values, teacher or reference log-probs, probes);
-        results go into ``Turn``/``Trajectory`` fields or their ``extras``."""
+        results go into ``Turn``/``Trajectory`` fields or their ``extras``.
+        """
 
     def advantages(self, batch: Batch, ctx: Context) -> None:
         """Fill ``batch.advantages`` with [L] token arrays keyed by ``(i, k)`` (single slot;
-        default ``grpo``)."""
+        default ``grpo``).
+        """
 
     def shape(self, batch: Batch, ctx: Context) -> None:
         """Edit ``batch.advantages`` in place: add a term, mask, reweight, route."""
@@ -415,14 +410,14 @@ def compose(spec: str, config: Any = None) -> Plan:
     )
 
 
-# Every module of this package but ``batch`` is a variant that registers itself on import:
+# Every public module of this package is a variant that registers itself on import:
 # importing them all here means every process sees the same registry, whatever a user
 # happened to import, and adding a variant is adding a file.
 def _import_variants() -> None:
     import pkgutil
 
     for module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-        if module != "batch" and not module.startswith("_"):
+        if not module.startswith("_"):
             importlib.import_module(f"{__name__}.{module}")
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.baselines.credit import Batch, Context, CreditVariant, Trajectory, register
+from agentgym.baselines.rollout import collect
 from agentgym.core.errors import BadInput
 
 SUCCESS = 0.5
@@ -135,7 +136,8 @@ class BAR(CreditVariant):
 
     def mix_chance(self, task: str, won: bool, n: int) -> float:
         """Posterior predictive probability that ``n`` more rollouts of ``task`` hold at least
-        one outcome unlike an all-``won`` group's."""
+        one outcome unlike an all-``won`` group's.
+        """
         a, b = self.beta(task)
         same = a if won else b
         p_all_same = 1.0
@@ -154,18 +156,16 @@ class BAR(CreditVariant):
     # ------------------------------------------------------------------ what tests replace
     def _task_ids(self, ctx: Context) -> list[str]:
         """The train-split task ids of the pool's env."""
-        env: Any = ctx.envs.envs[0].unwrapped
+        env: Any = ctx.need_envs().envs[0].unwrapped
         return list(env.task_ids("train"))
 
     def _collect(self, ctx: Context, tasks: list[tuple[str, int]], n: int) -> list[Trajectory]:
         """``n`` rollouts of each (task id, seed), groups contiguous in task order."""
-        from agentgym.baselines.rollout import collect
-
-        return collect(ctx.policy, ctx.envs, tasks, n, ctx.rollout)
+        return collect(ctx.need_policy(), ctx.need_envs(), tasks, n, ctx.need_rollout())
 
     # ------------------------------------------------------------------ the sampler
     def sample(self, batch: Batch, ctx: Context) -> None:
-        B, G = int(ctx.config.tasks_per_step), int(ctx.config.group_size)
+        B, G = int(ctx.tasks_per_step), int(ctx.group_size)
         n_refill = self.cfg.refill or G
         budget = B * G if self.cfg.max_extra is None else self.cfg.max_extra
         self._forget()
@@ -176,7 +176,7 @@ class BAR(CreditVariant):
             raise BadInput("bar: the env lists no train tasks")
         lo, hi = self.cfg.p_min, self.cfg.p_max
         eligible = [t for t in ids if lo <= self.mean(t) <= hi]
-        eligible = [eligible[int(i)] for i in ctx.rng.permutation(len(eligible))]
+        eligible = [eligible[int(i)] for i in ctx.need_rng().permutation(len(eligible))]
         taken = set(eligible)
         skipped = sorted((t for t in ids if t not in taken), key=lambda t: abs(self.mean(t) - 0.5))
         stream = eligible + skipped
@@ -240,7 +240,7 @@ class BAR(CreditVariant):
         """Collect one new group of G rollouts for each of ``tasks``, each with a fresh seed."""
         if not tasks:
             return
-        pairs = [(t, int(ctx.rng.integers(2**31))) for t in tasks]
+        pairs = [(t, int(ctx.need_rng().integers(2**31))) for t in tasks]
         trajs = self._collect(ctx, pairs, G)
         self.observe(trajs)
         for j, (task, seed) in enumerate(pairs):

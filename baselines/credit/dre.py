@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgym.baselines.credit import Batch, Context, CreditVariant, Trajectory, register
+from agentgym.baselines.rollout import EnvPool, RolloutConfig, replay
 from agentgym.core.errors import BadInput
 
 SUCCESS = 0.5
@@ -85,7 +86,8 @@ class DRE(CreditVariant):
 
     def edit(self, traj: Trajectory, ctx: Context) -> Trajectory | None:
         """The verified edited copy of ``traj``, or None when it failed, cannot be replayed,
-        or has no redundant turn."""
+        or has no redundant turn.
+        """
         actions = [t.extras.get("action") for t in traj.turns]
         if (
             traj.outcome <= SUCCESS
@@ -99,15 +101,14 @@ class DRE(CreditVariant):
         k = self.earliest_cut(ctx, traj, actions)
         if k is None:
             return None
-        from agentgym.baselines.rollout import replay
-
+        texts = [a for a in actions if isinstance(a, str)]  # all of them, checked above
         source = traj.node_id or traj.group_id
         edited = replay(
-            ctx.policy,
+            ctx.need_policy(),
             ctx.envs,
             traj.task_id,
             traj.seed,
-            [*actions[:k], actions[-1]],
+            [*texts[:k], texts[-1]],
             self._rollout_config(traj, ctx),
             group_id=traj.group_id,
             node_id=f"{source}/dre",
@@ -128,9 +129,8 @@ class DRE(CreditVariant):
         """The least ``k`` in ``0 .. K−2`` such that ``actions[:k]`` then ``actions[-1]`` wins
         from ``traj``'s reset with an outcome >= ``traj.outcome``; None when there is none
         (the rollout is already minimal). With ``keep_progress`` the cut must also end with
-        at least the original's ``info["progress"]``. Costs up to K(K − 1)/2 env steps."""
-        from agentgym.baselines.rollout import EnvPool
-
+        at least the original's ``info["progress"]``. Costs up to K(K − 1)/2 env steps.
+        """
         env: Any = ctx.envs.envs[0] if isinstance(ctx.envs, EnvPool) else ctx.envs
         needed = traj.turns[-1].info.get("progress") if self.cfg.keep_progress else None
         for k in range(len(actions) - 1):
@@ -152,15 +152,13 @@ class DRE(CreditVariant):
 
     @staticmethod
     def _rollout_config(traj: Trajectory, ctx: Context) -> Any:
-        """The run's rollout settings with ``traj``'s own layout and history window, and its
-        decoding constraint (on when its turns carry decoding masks)."""
-        from agentgym.baselines.rollout import RolloutConfig
-
+        """The run's rollout settings with ``traj``'s own prompt format, and its decoding
+        constraint (on when its turns carry decoding masks).
+        """
         base = ctx.rollout if isinstance(ctx.rollout, RolloutConfig) else RolloutConfig()
         return dataclasses.replace(
             base,
-            layout=traj.extras.get("layout", base.layout),
-            history=traj.extras.get("history", base.history),
+            prompt=traj.prompt if traj.prompt is not None else base.prompt,
             constrained=any(t.allowed_tokens is not None for t in traj.turns),
             snapshots=False,
         )

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from agentgym.baselines.credit import Batch, Context, CreditVariant, Key, register
+from agentgym.baselines.credit._kernels import relative, state_buckets
 from agentgym.core.errors import BadInput
 
 MODES = ("mean_norm", "mean_std_norm")
@@ -65,20 +66,14 @@ class GiGPO(CreditVariant):
 
     def _relative(self, x: Tensor, rows: Tensor) -> Tensor:
         """``(x − mean(rows)) / F_norm(rows)``; 0 when all rows are equal (or there is one)."""
-        if bool((rows == rows[0]).all()):
-            return torch.zeros_like(x)
-        centred = x - rows.mean()
-        if self.cfg.mode == "mean_norm":
-            return centred
-        return centred / (rows.std() + self.cfg.eps)
+        return relative(x, rows, None if self.cfg.mode == "mean_norm" else self.cfg.eps)
 
-    def _buckets(self, keys: list[Key], state_keys: list[str]) -> list[list[Key]]:
+    def _buckets(self, batch: Batch, keys: list[Key]) -> list[list[Key]]:
         """Anchor-state buckets of one group: identical (or similar enough) state keys."""
+        exact = state_buckets(batch, keys, self.name)
         if self.cfg.similarity >= 1.0:
-            exact: dict[str, list[Key]] = {}
-            for key, s in zip(keys, state_keys, strict=True):
-                exact.setdefault(s, []).append(key)
-            return list(exact.values())
+            return exact
+        state_keys = [str(batch.turn(key).state_key) for key in keys]
         reps: list[str] = []
         buckets: list[list[Key]] = []
         for key, s in zip(keys, state_keys, strict=True):
@@ -119,16 +114,7 @@ class GiGPO(CreditVariant):
         sizes = []
         for idx in groups.values():
             keys = [(i, k) for i in idx for k in range(len(batch.trajectories[i].turns))]
-            state_keys = []
-            for i, k in keys:
-                s = batch.trajectories[i].turns[k].state_key
-                if s is None:
-                    raise ValueError(
-                        f"gigpo: trajectory {i} turn {k} has no state_key; the rollout must "
-                        "record info['state_key'] of the state each turn acted from"
-                    )
-                state_keys.append(s)
-            for bucket in self._buckets(keys, state_keys):
+            for bucket in self._buckets(batch, keys):
                 returns = torch.tensor([R_s[key] for key in bucket], device=R.device)
                 for key, a in zip(bucket, self._relative(returns, returns), strict=True):
                     A_S[key] = a

@@ -1,16 +1,18 @@
 """The default sampler: G rollouts of each of several tasks, one reset seed per group, the
-GRPO group (CREDIT.md §0)."""
+GRPO group (CREDIT.md §0).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from agentgym.baselines.credit import Batch, Context, CreditVariant, register
+from agentgym.baselines.rollout import collect, pick_tasks
 
 
 @register("group")
 class GroupSampler(CreditVariant):
-    """Fill the batch with ``config.tasks_per_step`` groups of ``config.group_size`` rollouts.
+    """Fill the batch with ``ctx.tasks_per_step`` groups of ``ctx.group_size`` rollouts.
 
     Each group is one train-split task drawn without replacement and one reset seed, both
     from ``ctx.rng``; all rollouts of a group start from the same state. Generation follows
@@ -22,9 +24,8 @@ class GroupSampler(CreditVariant):
         """No settings: the sizes are the run's ``tasks_per_step`` and ``group_size``."""
 
     def sample(self, batch: Batch, ctx: Context) -> None:
-        from agentgym.baselines.rollout import collect, pick_tasks
-
-        tasks = pick_tasks(ctx.envs, ctx.config.tasks_per_step, ctx.rng)
+        pool = ctx.need_envs()
+        tasks = pick_tasks(pool, ctx.tasks_per_step, ctx.need_rng())
         batch.trajectories = collect(
-            ctx.policy, ctx.envs, tasks, ctx.config.group_size, ctx.rollout
+            ctx.need_policy(), pool, tasks, ctx.group_size, ctx.need_rollout()
         )

@@ -8,11 +8,13 @@ formula.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor
 
 from agentgym.baselines.credit import Batch, Context, CreditVariant, register
+from agentgym.baselines.credit._kernels import zscore
 from agentgym.core.errors import BadInput
 
 ZERO_STD = ("zero", "drop")
@@ -34,7 +36,7 @@ class GRPO(CreditVariant):
     rollout, then rollouts (``seq-mean-token-mean``).
     """
 
-    aggregation = "seq-mean-token-mean"
+    aggregation: ClassVar[str | None] = "seq-mean-token-mean"
 
     @dataclass(frozen=True)
     class Config:
@@ -49,7 +51,7 @@ class GRPO(CreditVariant):
 
     def group_advantage(self, R: Tensor) -> Tensor:
         """Advantages [G] of one group's outcomes R [G] (at least two distinct values)."""
-        return (R - R.mean()) / (R.std() + self.cfg.eps)
+        return zscore(R, self.cfg.eps)
 
     def advantages(self, batch: Batch, ctx: Context) -> None:
         R = batch.outcomes()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from agentgym.baselines.credit import Batch, Context, CreditVariant, Trajectory, register
+from agentgym.baselines.credit import Batch, Context, CreditVariant, Trajectory, Turn, register
 from agentgym.baselines.losses import aggregate, gae, value_loss, whiten
 from agentgym.core.errors import BadInput
 
@@ -27,6 +27,13 @@ def _next_value(traj: Trajectory) -> float:
     last = traj.turns[-1].extras.get("next_value") if traj.turns else None
     value = last if last is not None else traj.extras.get("next_value", 0.0)
     return float(value)
+
+
+def _old_values(turn: Turn) -> Tensor:
+    """The rollout-time values of a turn (``score`` fills them before the loss)."""
+    if turn.values is None:
+        raise ValueError("ppo: a turn reached the value loss without rollout-time values")
+    return turn.values
 
 
 @register("ppo")
@@ -150,12 +157,12 @@ class PPO(CreditVariant):
             return None
         keys = list(batch.returns)
         turns = [batch.turn(key) for key in keys]
-        new_values = ctx.policy.values(
+        new_values = ctx.need_policy().values(
             [t.prompt_ids for t in turns], [t.response_ids for t in turns], grad=True
         )
         token_loss = torch.cat(
             [
-                value_loss(V, t.values.to(V.dtype), batch.returns[key], self.cfg.value_clip)
+                value_loss(V, _old_values(t).to(V.dtype), batch.returns[key], self.cfg.value_clip)
                 for V, t, key in zip(new_values, turns, keys, strict=True)
             ]
         )

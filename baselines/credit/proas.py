@@ -128,7 +128,8 @@ class ReferenceGraph:
 def env_rises(traj: Trajectory) -> list[bool | None]:
     """Per turn, whether the env's ``info["progress"]`` rose over the step; None where the
     turn's progress (or, past the first turn, the previous turn's) is missing. Before the
-    first turn: the reset's progress if ``extras["observation_info"]`` kept it, else 0.0."""
+    first turn: the reset's progress if ``extras["observation_info"]`` kept it, else 0.0.
+    """
     if not traj.turns:
         return []
     before: Any = (traj.turns[0].extras.get("observation_info") or {}).get("progress", 0.0)
@@ -143,7 +144,8 @@ def env_rises(traj: Trajectory) -> list[bool | None]:
 def step_labels(graph: ReferenceGraph, traj: Trajectory, progress: str) -> list[tuple[str, bool]]:
     """``(label, fell_back)`` per turn of ``traj``: the graph's label, with "advancing"
     decided by ``progress`` ("graph", "env" or "both"); ``fell_back`` marks a non-reasonable
-    step without an env signal under "env"/"both" (it keeps the graph's label)."""
+    step without an env signal under "env"/"both" (it keeps the graph's label).
+    """
     labels = [graph.label(step) for step in steps_of(traj)]
     if progress == "graph":
         return [(label, False) for label in labels]
@@ -162,7 +164,8 @@ def step_labels(graph: ReferenceGraph, traj: Trajectory, progress: str) -> list[
 
 def drift_weights(drift: list[int], K: int, scheme: str) -> list[float]:
     """Normalised weights over the drift turn indices ``drift`` (ascending) of a K-turn
-    rollout: "future" ∝ drift steps at or after k, "linear" ∝ K − k, "uniform" ∝ 1."""
+    rollout: "future" ∝ drift steps at or after k, "linear" ∝ K − k, "uniform" ∝ 1.
+    """
     if scheme == "future":
         raw = [float(len(drift) - j) for j in range(len(drift))]
     elif scheme == "linear":
@@ -176,7 +179,8 @@ def drift_weights(drift: list[int], K: int, scheme: str) -> list[float]:
 @register("proas")
 class ProAS(CreditVariant):
     """ProAS (CREDIT.md §6): mask the good steps of failed rollouts and move their negative
-    advantage onto the drift steps, earlier drift first, by a reference graph of successes."""
+    advantage onto the drift steps, earlier drift first, by a reference graph of successes.
+    """
 
     requires_info = frozenset({"state_key", "won"})
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from agentgym.baselines.credit import register
+from agentgym.baselines.credit._kernels import leave_one_out
 from agentgym.baselines.credit.grpo import GRPO, check_zero_std
 
 
@@ -31,5 +32,4 @@ class RLOO(GRPO):
             check_zero_std(self.zero_std)
 
     def group_advantage(self, R: Tensor) -> Tensor:
-        G = R.numel()
-        return G / (G - 1) * (R - R.mean())
+        return leave_one_out(R)

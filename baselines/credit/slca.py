@@ -51,7 +51,8 @@ def _strings(value: Any) -> tuple[str, ...]:
 @register("slca")
 class SLCA(CreditVariant):
     """SLCA-GRPO (OpenReview eNdfzfHBW5): separate group z-scores of an execution reward and
-    a summary reward, each routed only to its own segment's tokens."""
+    a summary reward, each routed only to its own segment's tokens.
+    """
 
     requires_info = frozenset({"segments"})  # the char spans routed to tokens
     aggregation = "seq-mean-token-mean"

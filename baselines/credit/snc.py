@@ -44,9 +44,9 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
 
 from agentgym.baselines.credit import Batch, Context, CreditVariant, Key, Trajectory, register
+from agentgym.baselines.credit._kernels import relative, state_buckets
 from agentgym.baselines.credit.proas import action_of
 from agentgym.core.errors import BadInput
 
@@ -83,7 +83,8 @@ def dependency_parents(traj: Trajectory, producers: str = "latest") -> list[set[
 def propagate(parents: list[set[int]], credit: list[float], gamma_dep: float) -> list[float]:
     """``D(b) = Σ_{a ≠ b reachable from b} γ_dep^{dist(b,a)} c(a)`` over the dependency graph
     given by ``parents`` (``dist`` = fewest edges, found by a breadth-first walk back from
-    each credited turn)."""
+    each credited turn).
+    """
     D = [0.0] * len(credit)
     for a, c in enumerate(credit):
         if c == 0.0:
@@ -135,7 +136,8 @@ def frontier_rank(returns: Sequence[float], actions: Sequence[Hashable]) -> list
 @register("snc")
 class SNC(CreditVariant):
     """Structured same-state credit (CREDIT.md §16): episode advantage + ω · same-menu-state
-    step advantage + λ · credit propagated back along the rollout's dependency graph."""
+    step advantage + λ · credit propagated back along the rollout's dependency graph.
+    """
 
     requires_info = frozenset({"state_key", "admissible_actions", "provenance"})
 
@@ -177,13 +179,6 @@ class SNC(CreditVariant):
             if not 0.0 <= self.gamma_dep <= 1.0:
                 raise BadInput(f"snc gamma_dep must be in [0, 1], got {self.gamma_dep}")
 
-    @staticmethod
-    def _centred(x: Tensor, rows: Tensor) -> Tensor:
-        """``x − mean(rows)``; 0 when all rows are equal (or there is one)."""
-        if bool((rows == rows[0]).all()):
-            return torch.zeros_like(x)
-        return x - rows.mean()
-
     def advantages(self, batch: Batch, ctx: Context) -> None:
         cfg = self.cfg
         R = batch.outcomes()
@@ -197,7 +192,7 @@ class SNC(CreditVariant):
                 K = torch.tensor([len(batch.trajectories[i].turns) for i in idx], device=R.device)
                 rows = rows.repeat_interleave(K)
             if rows.numel():
-                A_E[idx] = self._centred(R[idx], rows)
+                A_E[idx] = relative(R[idx], rows)
 
         # 2. discounted step returns R^s_{i,k}, outcome in the last step's reward
         R_s: dict[Key, float] = {
@@ -210,22 +205,14 @@ class SNC(CreditVariant):
         A_S: dict[Key, float] = {}
         sizes = []
         for idx in groups.values():
-            buckets: dict[str, list[Key]] = {}
-            for i in idx:
-                for k, turn in enumerate(batch.trajectories[i].turns):
-                    if turn.state_key is None:
-                        raise ValueError(
-                            f"snc: trajectory {i} turn {k} has no state_key; the rollout must "
-                            "record info['state_key'] of the state each turn acted from"
-                        )
-                    buckets.setdefault(turn.state_key, []).append((i, k))
-            for bucket in buckets.values():
+            keys = [(i, k) for i in idx for k in range(len(batch.trajectories[i].turns))]
+            for bucket in state_buckets(batch, keys, self.name):
                 if cfg.frontier == "rank":
                     acts = [action_of(batch.trajectories[i].turns[k]) for i, k in bucket]
                     terms = frontier_rank([R_s[key] for key in bucket], acts)
                 else:
                     returns = torch.tensor([R_s[key] for key in bucket], dtype=torch.float64)
-                    terms = self._centred(returns, returns).tolist()
+                    terms = relative(returns, returns).tolist()
                 for key, a in zip(bucket, terms, strict=True):
                     A_S[key] = a
                 sizes.append(len(bucket))

@@ -56,6 +56,8 @@ import numpy as np
 import torch
 
 from agentgym.baselines.credit import Batch, Context, CreditVariant, Key, Trajectory, register
+from agentgym.baselines.credit._kernels import centre, state_buckets, zscore
+from agentgym.baselines.rollout import branch, collect, pick_tasks
 from agentgym.core.errors import BadInput
 
 FEATURES = ("bias", "task_prior_logit", "depth", "root_outcome", "nll")
@@ -79,7 +81,8 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 
 def response_nll(turn: Any) -> float:
     """Mean ``−log π_old(y_t)`` over the policy tokens of a turn's response (0 without
-    log-probs): how uncertain the policy was when it acted there."""
+    log-probs): how uncertain the policy was when it acted there.
+    """
     if turn.logp_old is None or turn.logp_old.numel() == 0:
         return 0.0
     m = turn.mask().to(turn.logp_old.device)
@@ -89,7 +92,8 @@ def response_nll(turn: Any) -> float:
 def node_features(task_prior: float, root: Trajectory, k: int) -> np.ndarray:
     """The feature row [5] (:data:`FEATURES`) of the node before turn ``k`` of ``root``: the
     trajectory whose own turn ``k`` is (a root, or with ``depth ≥ 2`` a branch, whose length,
-    outcome and response then fill the depth, root-outcome and nll columns)."""
+    outcome and response then fill the depth, root-outcome and nll columns).
+    """
     return np.array(
         [
             1.0,
@@ -149,7 +153,8 @@ def fit_logistic(
 def n_roots(budget: int, task_prior: float, min_roots: int, max_root_fraction: float) -> int:
     """``R`` of a task: ``⌈B (1 − p̄)⌉`` clipped to ``[min_roots, max(min_roots,
     ⌊B · max_root_fraction⌋)]`` and to ``B``. A near-solved task gets few roots and many
-    branches (its rare failures sit deep in the tree); a hard one mostly fresh episodes."""
+    branches (its rare failures sit deep in the tree); a hard one mostly fresh episodes.
+    """
     hi = max(min_roots, math.floor(budget * max_root_fraction))
     wanted = math.ceil(budget * (1.0 - task_prior) - 1e-9)
     return min(budget, max(min_roots, min(wanted, hi)))
@@ -187,7 +192,8 @@ def allocate_branches(
 
 def candidate_nodes(leaves: list[Trajectory], min_turn: int) -> list[tuple[Trajectory, int]]:
     """The nodes ``(trajectory, k)`` a branch may restart from, leaf by leaf: a root's turns
-    ``k ≥ min_turn``, a branch's own suffix turns ``k > branch_turn`` (and ``≥ min_turn``)."""
+    ``k ≥ min_turn``, a branch's own suffix turns ``k > branch_turn`` (and ``≥ min_turn``).
+    """
     nodes = []
     for traj in leaves:
         start = min_turn
@@ -236,7 +242,8 @@ class Forest:
 
     def point(self, i: int) -> tuple[int, int]:
         """The branch point ``(o, k)`` of branch ``i``: the state before the own turn ``k`` of
-        ``o``. A branch taken where its parent itself branched moves up to that point."""
+        ``o``. A branch taken where its parent itself branched moves up to that point.
+        """
         o, k = self.parent[i], self.at[i]
         assert o is not None, f"trajectory {i} is a root"
         while (p := self.parent[o]) is not None and k <= self.at[o]:
@@ -245,7 +252,8 @@ class Forest:
 
     def owned(self) -> list[Key]:
         """The training samples: every own turn, in :meth:`Batch.keys` order; the shared
-        prefix copies (``extras["shared"]``) are the parent's turns and are left out."""
+        prefix copies (``extras["shared"]``) are the parent's turns and are left out.
+        """
         every = self.batch.keys()
         return [
             (i, k)
@@ -255,7 +263,8 @@ class Forest:
 
     def mean_through(self, value: Callable[[int, int], float]) -> dict[Key, float]:
         """For each own turn ``(o, j)``: the mean of ``value(t, j)`` over the leaves ``t`` that
-        pass through it (itself and every descendant sharing it)."""
+        pass through it (itself and every descendant sharing it).
+        """
         sums: dict[Key, float] = defaultdict(float)
         counts: dict[Key, int] = defaultdict(int)
         for t, traj in enumerate(self.batch.trajectories):
@@ -279,11 +288,7 @@ def root_advantages(
     out: dict[Key, float] = {}
     for idx in batch.groups().values():
         roots = [i for i in idx if forest.parent[i] is None]
-        R_g = R[roots]
-        if len(roots) > 1 and not bool((R_g == R_g[0]).all()):
-            A = ((R_g - R_g.mean()) / (R_g.std() + eps)).tolist()
-        else:
-            A = [0.0] * len(roots)
+        A = zscore(R[roots], eps).tolist() if roots else []
         for i, a in zip(roots, A, strict=True):
             out.update({(i, k): a for k in range(len(batch.trajectories[i].turns))})
     return out
@@ -308,9 +313,8 @@ def sibling_advantages(batch: Batch, forest: Forest | None = None) -> dict[Key, 
             children.setdefault((o, k), [o]).append(i)
     out: dict[Key, float] = {}
     for (_, k), kids in children.items():
-        means = [R_bar[(c, k)] for c in kids]
-        mu = sum(means) / len(means)
-        out.update({(c, k): r - mu for c, r in zip(kids, means, strict=True)})
+        terms = centre([R_bar[(c, k)] for c in kids])
+        out.update({(c, k): a for c, a in zip(kids, terms, strict=True)})
     return out
 
 
@@ -331,21 +335,10 @@ def same_state_advantages(
     forest = forest or Forest(batch)
     G = [traj.step_returns(gamma) for traj in batch.trajectories]
     value = forest.mean_through(lambda t, j: G[t][j]) if tree_mean else None
-    buckets: dict[tuple[str, str], list[Key]] = {}
-    for i, k in forest.owned():
-        traj = batch.trajectories[i]
-        s = traj.turns[k].state_key
-        if s is None:
-            raise ValueError(
-                f"tsbpo: trajectory {i} turn {k} has no state_key; the rollout must record "
-                "info['state_key'] of the state each turn acted from"
-            )
-        buckets.setdefault((traj.group_id, s), []).append((i, k))
     out: dict[Key, float] = {}
-    for keys in buckets.values():
+    for keys in state_buckets(batch, forest.owned(), "tsbpo"):
         g = [value[key] if value is not None else G[key[0]][key[1]] for key in keys]
-        mu = sum(g) / len(g)
-        out.update({key: x - mu for key, x in zip(keys, g, strict=True)})
+        out.update(zip(keys, centre(g), strict=True))
     return out
 
 
@@ -462,7 +455,8 @@ class TSBPO(CreditVariant):
 
     def learn(self, roots: list[Trajectory], X: list[np.ndarray], kids: list[Trajectory]):
         """Add root outcomes to the task priors and ``(x(n), R_branch)`` to the model's data;
-        refit ``w`` once there are enough examples."""
+        refit ``w`` once there are enough examples.
+        """
         for traj in roots:
             self.wins[traj.task_id] += min(max(traj.outcome, 0.0), 1.0)
             self.plays[traj.task_id] += 1
@@ -475,21 +469,20 @@ class TSBPO(CreditVariant):
             )
 
     def sample(self, batch: Batch, ctx: Context) -> None:
-        from agentgym.baselines.rollout import branch, pick_tasks
-
         cfg = self.cfg
         pool = ctx.envs
-        if not getattr(pool, "supports_snapshot", False):
+        if pool is None or not getattr(pool, "supports_snapshot", False):
             name = getattr(pool, "env_id", type(pool).__name__)
             raise BadInput(f"tsbpo samples trees and needs env snapshots, which {name} lacks")
-        rollout = dataclasses.replace(ctx.rollout, snapshots=True)
-        B = int(ctx.config.group_size)
-        tasks = pick_tasks(pool, ctx.config.tasks_per_step, ctx.rng)
+        rollout = dataclasses.replace(ctx.need_rollout(), snapshots=True)
+        B = int(ctx.group_size)
+        tasks = pick_tasks(pool, ctx.tasks_per_step, ctx.need_rng())
         priors = [self.task_prior(task) for task, _ in tasks]
 
         # 1. roots: R fresh episodes per task, R from the task's prior
         counts = [n_roots(B, p, cfg.min_roots, cfg.max_root_fraction) for p in priors]
-        roots = _collect(ctx.policy, pool, tasks, counts, [0] * len(tasks), rollout)
+        policy = ctx.need_policy()
+        roots = _collect(policy, pool, tasks, counts, [0] * len(tasks), rollout)
 
         # 2. `depth` rounds, each spending its share of Q = B − R where p̂(1 − p̂) is largest
         # among the nodes of every leaf so far (round 1: the roots'); caps count all rounds
@@ -518,12 +511,12 @@ class TSBPO(CreditVariant):
 
             # 3. budget no round could place (very short leaves): more fresh episodes
             if d == cfg.depth - 1 and any(left):
-                more = _collect(ctx.policy, pool, tasks, left, [len(r) for r in roots], rollout)
+                more = _collect(policy, pool, tasks, left, [len(r) for r in roots], rollout)
                 roots = [r + m for r, m in zip(roots, more, strict=True)]
 
             # 4. the round's branches in one lockstep call; node ids count every branch of a
             # node over all rounds, so they stay unique within the tree
-            new = branch(ctx.policy, pool, pairs, 1, rollout) if pairs else []
+            new = branch(policy, pool, pairs, 1, rollout) if pairs else []
             for kid, (parent, k), t, p in zip(new, pairs, owners, p_round, strict=True):
                 kid.node_id = f"{parent.node_id}/{k}.{used[t][(parent.node_id, k)]}"
                 used[t][(parent.node_id, k)] += 1
@@ -559,7 +552,8 @@ class TSBPO(CreditVariant):
     ) -> tuple[list[tuple[Trajectory, int]], np.ndarray, np.ndarray, np.ndarray]:
         """One task's round: its candidate nodes [n], their features X [n, 5], ``p̂`` [n] and
         the branches ``q`` [n] placed on them (``Σ q ≤ budget``, each within what is left of
-        its node's cap after ``used``)."""
+        its node's cap after ``used``).
+        """
         cfg = self.cfg
         nodes = candidate_nodes(leaves, cfg.min_branch_turn)
         rows = [node_features(prior, traj, k) for traj, k in nodes]
@@ -600,9 +594,8 @@ def _collect(
     cfg: Any,
 ) -> list[list[Trajectory]]:
     """``counts[t]`` fresh episodes of each task, numbered from ``first[t]`` in their node ids
-    (``"{group}:{j}"``); tasks with equal counts share one lockstep :func:`collect` call."""
-    from agentgym.baselines.rollout import collect
-
+    (``"{group}:{j}"``); tasks with equal counts share one lockstep :func:`collect` call.
+    """
     out: list[list[Trajectory]] = [[] for _ in tasks]
     for n in sorted(set(counts) - {0}):
         which = [t for t, c in enumerate(counts) if c == n]

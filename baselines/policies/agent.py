@@ -3,17 +3,17 @@
 A policy checkpoint is a directory with the policy's own files (weights, config,
 ``tokenizer.json``) and ``agentgym_agent.json`` naming :class:`PolicyAgent`::
 
-    save_policy_checkpoint(policy, Path("runs/tiny"), metadata={"env_id": env_id})
+    save_policy_checkpoint(policy, Path("runs/tiny"), metadata={"prompt": fmt.to_json()})
     agent = load_agent("runs/tiny")       # PolicyAgent.from_checkpoint
 
 Checkpoint config keys ``PolicyAgent`` reads (others, such as training metadata, are kept
 but ignored): ``policy_class`` (``module:Class`` with a ``load`` classmethod; default
 :class:`~agentgym.baselines.policies.tiny.TinyPolicy`), ``constrained`` (default true),
 ``greedy`` (default true), ``temperature`` (1.0), ``seed`` (0), ``max_new_tokens`` (64),
-``device`` ("cpu"), and the sample layout the policy was trained with: ``layout``
-("per-step", the default, or "concat": the whole episode in every prompt), ``history``
-(per-step: previous (observation, action) pairs in each prompt, default 0) and ``pin_first``
-(per-step: the first observation heads every prompt, default false).
+``device`` ("cpu"), and ``prompt``, the
+:class:`~agentgym.baselines.prompt.PromptFormat` the policy was trained with (checkpoints
+written before it existed kept ``layout``, ``history`` and ``pin_first`` at the top level,
+and load the same).
 """
 
 from __future__ import annotations
@@ -24,36 +24,26 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.agents.checkpoint import save_checkpoint
-from agentgym.baselines.policies.base import GenOut, Policy
-from agentgym.baselines.policies.constrained import decoded_action, encode_actions
+from agentgym.baselines.policies.base import Policy
+from agentgym.baselines.prompt import History, PromptFormat, act, action_choices
 
 AGENT_SPEC = "agentgym.baselines.policies.agent:PolicyAgent"
 DEFAULT_POLICY_CLASS = "agentgym.baselines.policies.tiny:TinyPolicy"
 
 
-def prompt_ids(policy: Policy, observation: Any) -> list[int]:
-    """The prompt a policy sees for an observation: the observation text alone, encoded by
-    the policy's ``encode_prompt`` where it has one (TinyPolicy adds ``<bos>``), else by its
-    tokenizer. Training code should build prompts with this function too."""
-    text = observation if isinstance(observation, str) else str(observation)
-    encode = getattr(policy, "encode_prompt", None)
-    return list(encode(text)) if callable(encode) else list(policy.tokenizer.encode(text))
-
-
 class PolicyAgent:
     """Plays a :class:`~agentgym.baselines.policies.base.Policy`, one generation per turn.
 
-    Where ``info["admissible_actions"]`` lists the valid actions and ``constrained`` is on,
-    decoding is masked to exactly one of them (so every action is valid) and the chosen
-    item's text is returned; otherwise the generated text is the action. Greedy by default;
-    when sampling, the Gumbel noise is keyed by (``seed``, episode seed, turn), so an
-    episode replays exactly. ``history`` builds prompts as the rollout engine does
-    (:mod:`agentgym.baselines.layout`): 0 (the default) is the observation alone, ``W`` adds
-    the last ``W`` (observation, action) pairs, None the whole episode (concat layout);
-    ``pin_first`` keeps the first observation at the head once the window has left it.
+    Prompts are built and actions chosen exactly as the rollout engine does
+    (:mod:`agentgym.baselines.prompt`): where ``info["admissible_actions"]`` lists the valid
+    actions and ``constrained`` is on, decoding is masked to exactly one of them (so every
+    action is valid) and the chosen item's text is returned; otherwise the generated text
+    is the action. Greedy by default; when sampling, the Gumbel noise is keyed by (``seed``,
+    episode seed, turn), so an episode replays exactly.
 
     Attributes:
         policy: the policy played.
+        prompt: the prompt format (layout, history window, pinned first observation).
         tokens_used: tokens generated in the current episode, eos included.
     """
 
@@ -68,8 +58,7 @@ class PolicyAgent:
         temperature: float = 1.0,
         seed: int = 0,
         max_new_tokens: int = 64,
-        history: int | None = 0,
-        pin_first: bool = False,
+        prompt: PromptFormat | None = None,
     ):
         """Wrap ``policy``; see the module docstring for what each setting does."""
         self.policy = policy
@@ -78,11 +67,8 @@ class PolicyAgent:
         self.temperature = temperature
         self.seed = seed
         self.max_new_tokens = max_new_tokens
-        if history is not None and history < 0:
-            raise ValueError(f"history must be >= 0 or None, got {history}")
-        self.history = history
-        self.pin_first = pin_first
-        self._history: Any = None
+        self.prompt = prompt if prompt is not None else PromptFormat()
+        self._history = History(policy, self.prompt)
         self.tokens_used = 0
         self._episode_seed = 0
         self._turn = 0
@@ -90,7 +76,7 @@ class PolicyAgent:
     @classmethod
     def from_checkpoint(cls, path: Path, config: dict[str, Any]) -> PolicyAgent:
         """Load the policy in ``path`` with ``config["policy_class"]``'s ``load``."""
-        policy_cls = _import_class(str(config.get("policy_class", DEFAULT_POLICY_CLASS)))
+        policy_cls = import_policy_class(str(config.get("policy_class", DEFAULT_POLICY_CLASS)))
         policy = policy_cls.load(Path(path), device=config.get("device", "cpu"))
         if hasattr(policy, "eval"):
             policy.eval()
@@ -101,8 +87,7 @@ class PolicyAgent:
             temperature=float(config.get("temperature", 1.0)),
             seed=int(config.get("seed", 0)),
             max_new_tokens=int(config.get("max_new_tokens", 64)),
-            history=None if config.get("layout") == "concat" else int(config.get("history", 0)),
-            pin_first=bool(config.get("pin_first", False)),
+            prompt=PromptFormat.from_checkpoint(config),
         )
 
     def reset(self, env_id: str, seed: int) -> None:
@@ -110,42 +95,27 @@ class PolicyAgent:
         self._episode_seed = int(seed)
         self._turn = 0
         self.tokens_used = 0
-        self._history = None
+        self._history = History(self.policy, self.prompt)
 
     def act(self, observation: Any, info: dict[str, Any]) -> Any:
-        """One generation from the observation text (and, with ``history``, the episode's
-        earlier observations and actions); an admissible item when constrained."""
-        if self.history == 0 and not self.pin_first:
-            prompt = prompt_ids(self.policy, observation)
-        else:
-            from agentgym.baselines.layout import History
-
-            if self._history is None:
-                self._history = History(self.policy)
-            self._history.observe(observation)
-            prompt = self._history.prompt(self.history, self.pin_first)
-        admissible = info.get("admissible_actions") if self.constrained else None
-        choices = encode_actions(self.policy.tokenizer, admissible) if admissible else None
-        allowed = None if choices is None else [list(seq) for seq in choices]
-        out = self._generate(prompt, allowed)
-        if self._history is not None:
-            self._history.act(out.ids)
-        action = decoded_action(self.policy.tokenizer, out.ids, choices)
-        self._turn += 1
-        return action
-
-    def _generate(self, prompt: list[int], allowed: list[list[int]] | None) -> GenOut:
+        """One generation from the prompt of the episode so far; an admissible item when
+        constrained.
+        """
+        self._history.observe(observation, info)
         key = _key(self.seed, self._episode_seed, self._turn)
-        out = self.policy.generate(
-            [prompt],
+        (acted,) = act(
+            self.policy,
+            [self._history.prompt()],
+            [action_choices(self.policy, info, self.constrained)],
             max_new_tokens=self.max_new_tokens,
             temperature=self.temperature,
             greedy=self.greedy,
             gumbel_keys=None if self.greedy else [key],
-            allowed=None if allowed is None else [allowed],
-        )[0]
-        self.tokens_used += len(out.ids)
-        return out
+        )
+        self.tokens_used += len(acted.out.ids)
+        self._history.act(acted.out.ids)
+        self._turn += 1
+        return acted.text
 
 
 def save_policy_checkpoint(
@@ -173,7 +143,12 @@ def save_policy_checkpoint(
     return save_checkpoint(root, AGENT_SPEC, config)
 
 
-def _import_class(spec: str) -> Any:
+def import_policy_class(spec: str) -> Any:
+    """The policy class named by ``"module:Class"`` (it must have a ``load`` classmethod).
+
+    Raises:
+        ValueError: the spec is malformed or names no policy class.
+    """
     module_name, sep, attr = spec.partition(":")
     if not sep:
         raise ValueError(f"policy_class must be 'module:Class', got {spec!r}")

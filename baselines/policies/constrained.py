@@ -178,7 +178,8 @@ def masked_logprobs(
 
 def encode_actions(tokenizer: Any, admissible: Iterable[Any]) -> dict[tuple[int, ...], str]:
     """Token sequence → action text for the actions an env lists (the first text wins if two
-    encode alike); its keys are the ``allowed`` sequences of constrained decoding."""
+    encode alike); its keys are the ``allowed`` sequences of constrained decoding.
+    """
     encoded: dict[tuple[int, ...], str] = {}
     for text in dict.fromkeys(str(a) for a in admissible):
         encoded.setdefault(tuple(tokenizer.encode(text)), text)
@@ -189,7 +190,8 @@ def decoded_action(
     tokenizer: Any, ids: Sequence[int], choices: dict[tuple[int, ...], str] | None
 ) -> str:
     """The action a generation stands for: the chosen item's text when decoding was
-    constrained to ``choices``, else the decoded text (a trailing eos dropped)."""
+    constrained to ``choices``, else the decoded text (a trailing eos dropped).
+    """
     body = list(ids[:-1]) if ids and ids[-1] == tokenizer.eos_id else list(ids)
     if choices is not None:
         return choices[tuple(body)]

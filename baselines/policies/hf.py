@@ -52,11 +52,9 @@ from transformers import (
 from agentgym.baselines.policies.base import AllowedSequences, GenOut
 from agentgym.baselines.policies.constrained import (
     AllowedTokens,
-    Node,
-    TokenTrie,
-    allowed_mask,
     masked_logprobs,
 )
+from agentgym.baselines.policies.sampling import Responses, choose
 
 __all__ = [
     "ADAPTER_CONFIG_FILE",
@@ -217,7 +215,8 @@ class HFTokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``; no special tokens are added (added-token strings in the text,
-        such as ``<|im_start|>``, still map to their ids)."""
+        such as ``<|im_start|>``, still map to their ids).
+        """
         return [int(i) for i in self.backend.encode(text, add_special_tokens=False)]
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -268,23 +267,6 @@ class HFTokenizer:
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
-
-
-_MASK64 = (1 << 64) - 1
-
-
-def _mix64(x: int) -> int:
-    """SplitMix64's finaliser: a bijection on 64-bit integers that scatters nearby inputs."""
-    x = (x + 0x9E3779B97F4A7C15) & _MASK64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return x ^ (x >> 31)
-
-
-def _noise_seed(key: int, position: int) -> int:
-    """The generator seed of Gumbel key ``key`` at response position ``position`` (the same
-    mixing as ``TinyPolicy``, so on CPU both policies draw the same noise)."""
-    return _mix64(_mix64(int(key) & _MASK64) ^ int(position))
 
 
 def _resolve_dtype(dtype: torch.dtype | str | None, device: torch.device) -> torch.dtype:
@@ -502,13 +484,15 @@ class HFPolicy:
 
     def parameters(self) -> Iterator[nn.Parameter]:
         """The trainable parameters: LoRA adapters (or every model weight without LoRA) and
-        the value head."""
+        the value head.
+        """
         for _, p in self.named_parameters():
             yield p
 
     def named_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
         """``(name, parameter)`` for every trainable parameter; value-head names start with
-        ``"value_head."``."""
+        ``"value_head."``.
+        """
         for name, p in self.model.named_parameters():
             if p.requires_grad:
                 yield name, p
@@ -531,7 +515,8 @@ class HFPolicy:
 
     def encode_prompt(self, text: str) -> list[int]:
         """The prompt for an observation: one user turn through the chat template (or the
-        plain ``"user: ...\nassistant: "`` join when the tokenizer has none)."""
+        plain ``"user: ...\nassistant: "`` join when the tokenizer has none).
+        """
         return self.chat_prompt([{"role": "user", "content": text}])
 
     def __repr__(self) -> str:
@@ -554,7 +539,8 @@ class HFPolicy:
         want_hidden: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
         """One model call. Returns the logits of the last ``keep`` positions, the matching
-        final hidden states (the output layer's input) when asked, and the KV cache."""
+        final hidden states (the output layer's input) when asked, and the KV cache.
+        """
         captured: list[torch.Tensor] = []
         handle = None
         if want_hidden:
@@ -638,15 +624,8 @@ class HFPolicy:
             raise ValueError(f"temperature must be > 0 (use greedy=True), got {temperature}")
         if gumbel_keys is not None and len(gumbel_keys) != n:
             raise ValueError(f"{len(gumbel_keys)} gumbel_keys for {n} prompts")
-        if allowed is not None and len(allowed) != n:
-            raise ValueError(f"{len(allowed)} allowed lists for {n} prompts")
-        eos = self.tokenizer.eos_id
-        tries = [None if a is None else TokenTrie(a, eos) for a in (allowed or [None] * n)]
-        steps = max([max_new_tokens] + [t.depth for t in tries if t is not None])
-        top_allowed = max(
-            (int(tok) for a in (allowed or []) if a is not None for seq in a for tok in seq),
-            default=-1,
-        )
+        responses = Responses(allowed, n, max_new_tokens, self.tokenizer.eos_id)
+        steps, top_allowed = responses.steps, responses.top_allowed
         if steps <= 0:
             return [GenOut(ids=[], logps=[], text="") for _ in range(n)]
 
@@ -667,42 +646,20 @@ class HFPolicy:
         if top_allowed >= vocab:
             raise ValueError(f"allowed token id {top_allowed} is outside the vocabulary ({vocab})")
 
-        gens = None
-        if gumbel_keys is not None and not greedy:
-            gens = [torch.Generator(device=dev) for _ in range(n)]
-        nodes: list[Node | None] = [None if t is None else t.root for t in tries]
-        constrained = any(t is not None for t in tries)
-        outs = [GenOut(ids=[], logps=[]) for _ in range(n)]
-        done = [False] * n
         for t in range(steps):
-            scores = logits[:, -1, :].float() / temperature
-            if constrained:
-                live = [None if d else node for node, d in zip(nodes, done, strict=True)]
-                scores = scores.masked_fill(~allowed_mask(live, vocab, dev), -math.inf)
-            logp_all = torch.log_softmax(scores, dim=-1)
-            if greedy:
-                tok = logp_all.argmax(dim=-1)
-            else:
-                noise = self._gumbel(n, vocab, gens, gumbel_keys, t)
-                tok = (logp_all + noise).argmax(dim=-1)
-            tok_lp = logp_all.gather(-1, tok[:, None]).squeeze(-1)
-            toks, lps = tok.tolist(), tok_lp.tolist()
-            for i in range(n):
-                if done[i]:
-                    continue
-                if tries[i] is None and t >= max_new_tokens:
-                    done[i] = True  # a free row in a batch stretched by a constrained one
-                    continue
-                outs[i].ids.append(int(toks[i]))
-                outs[i].logps.append(float(lps[i]))
-                node = nodes[i]
-                if node is not None:
-                    nodes[i] = node = node[int(toks[i])]
-                done[i] = toks[i] == eos or (node is not None and not node)
-                if tries[i] is None and len(outs[i].ids) >= max_new_tokens:
-                    done[i] = True
-            if all(done) or t == steps - 1:
+            tok, logp = choose(
+                logits[:, -1, :],
+                responses.mask(vocab, dev),
+                t,
+                temperature=temperature,
+                greedy=greedy,
+                keys=gumbel_keys,
+            )
+            toks = tok.tolist()
+            responses.record(toks, logp.tolist())
+            if responses.finished or t == steps - 1:
                 break
+            done = responses.done
             feed = torch.tensor(
                 [pad if d else tk for d, tk in zip(done, toks, strict=True)], device=dev
             )
@@ -711,29 +668,7 @@ class HFPolicy:
                 feed[:, None], mask, next_pos[:, None], keep=1, cache=cache, use_cache=True
             )
             next_pos = next_pos + 1
-        for out in outs:
-            out.text = self.tokenizer.decode(out.ids)
-        return outs
-
-    def _gumbel(
-        self,
-        n: int,
-        vocab: int,
-        gens: list[torch.Generator] | None,
-        keys: Sequence[int] | None,
-        position: int,
-    ) -> torch.Tensor:
-        """Standard Gumbel noise ``[n, vocab]`` on ``device``, keyed per row when ``gens``
-        is given."""
-        if gens is None or keys is None:
-            u = torch.rand((n, vocab), device=self.device)
-        else:
-            u = torch.empty((n, vocab), device=self.device)
-            for i, (gen, key) in enumerate(zip(gens, keys, strict=True)):
-                gen.manual_seed(_noise_seed(key, position))
-                torch.rand(vocab, generator=gen, device=self.device, out=u[i])
-        u = u.clamp_(min=torch.finfo(u.dtype).tiny)
-        return -torch.log(-torch.log(u))
+        return responses.results(self.tokenizer)
 
     # ---------------------------------------------------------------- scoring
 
@@ -933,7 +868,8 @@ class HFPolicy:
 
     def _base_state(self) -> dict[str, torch.Tensor]:
         """The wrapped model's state dict with the adapters stripped out and ``base_layer``
-        names restored, i.e. what the model held before LoRA was added."""
+        names restored, i.e. what the model held before LoRA was added.
+        """
         state: dict[str, torch.Tensor] = {}
         for key, value in self._lm.state_dict().items():
             if "lora_" in key:
@@ -943,7 +879,8 @@ class HFPolicy:
 
     def _merged_state(self) -> dict[str, torch.Tensor]:
         """:meth:`_base_state` with every adapter update ``scale * B @ A`` added in; the live
-        model is not touched."""
+        model is not touched.
+        """
         from peft.tuners.lora import LoraLayer
 
         state = self._base_state()

@@ -26,18 +26,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from agentgym.baselines.policies.base import AllowedSequences, GenOut
-from agentgym.baselines.policies.constrained import (
-    AllowedTokens,
-    Node,
-    TokenTrie,
-    allowed_mask,
-    masked_logprobs,
-)
+from agentgym.baselines.policies.constrained import AllowedTokens, masked_logprobs
+from agentgym.baselines.policies.sampling import Responses, choose
 from agentgym.baselines.policies.tokenizer import TOKENIZER_FILE, Tokenizer
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "policy.json"
-_MASK64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -59,7 +53,8 @@ class TinyConfig:
     def preset(cls, name: str, vocab_size: int = 2000, **overrides: Any) -> TinyConfig:
         """A named size: ``nano`` (~0.2M parameters at 2,000 tokens), ``micro`` (~0.4M; four
         layers, enough depth for menu look-ups, still a few CPU minutes to warm up), ``small``
-        (~2M) or ``base`` (~8M); ``overrides`` replace single fields."""
+        (~2M) or ``base`` (~8M); ``overrides`` replace single fields.
+        """
         if name not in PRESETS:
             raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
         return cls(vocab_size=vocab_size, **{**PRESETS[name], **overrides})
@@ -248,11 +243,8 @@ class TinyPolicy(nn.Module):
             raise ValueError(f"temperature must be > 0 (use greedy=True), got {temperature}")
         if gumbel_keys is not None and len(gumbel_keys) != B:
             raise ValueError(f"{len(gumbel_keys)} gumbel_keys for {B} prompts")
-        if allowed is not None and len(allowed) != B:
-            raise ValueError(f"{len(allowed)} allowed lists for {B} prompts")
-        eos = self.tokenizer.eos_id
-        tries = [None if a is None else TokenTrie(a, eos) for a in (allowed or [None] * B)]
-        steps = max([max_new_tokens] + [t.depth for t in tries if t is not None])
+        responses = Responses(allowed, B, max_new_tokens, self.tokenizer.eos_id)
+        steps = responses.steps
         if not 1 <= steps <= self.config.max_len:
             limit = self.config.max_len
             raise ValueError(f"need 1 <= new tokens <= max_len ({limit}), got {steps}")
@@ -265,34 +257,19 @@ class TinyPolicy(nn.Module):
 
         # decode: choose, record, feed back, one column at a time
         P = valid.shape[1] - steps
-        nodes: list[Node | None] = [None if t is None else t.root for t in tries]
-        outs = [GenOut(ids=[], logps=[]) for _ in range(B)]
-        done = [False] * B
         for t in range(steps):
-            live = [None if d else n for n, d in zip(nodes, done, strict=True)]
-            masks = allowed_mask(live, self.config.vocab_size, self.device)
-            tok, logp = self._choose(self.logits(h), masks, t, temperature, greedy, gumbel_keys)
-            for i, (tok_i, logp_i) in enumerate(zip(tok.tolist(), logp.tolist(), strict=True)):
-                if done[i]:
-                    continue
-                outs[i].ids.append(tok_i)
-                outs[i].logps.append(logp_i)
-                node = nodes[i]
-                if node is not None:
-                    nodes[i] = node = node[tok_i]
-                if node is None:  # a free row stops at eos or at its own budget
-                    done[i] = tok_i == eos or len(outs[i].ids) >= max_new_tokens
-                else:
-                    done[i] = not node
-            if all(done) or t == steps - 1:
+            mask = responses.mask(self.config.vocab_size, self.device)
+            tok, logp = choose(
+                self.logits(h), mask, t, temperature=temperature, greedy=greedy, keys=gumbel_keys
+            )
+            responses.record(tok.tolist(), logp.tolist())
+            if responses.finished or t == steps - 1:
                 break
             c = P + t  # the cache column of the token just chosen
             step_mask = valid[:, None, None, : c + 1].clone()
             step_mask[..., c] = True  # finished rows keep running on garbage, never read
             h = self.hidden(tok[:, None], (lengths + t)[:, None], step_mask, cache, c)[:, -1]
-        for out in outs:
-            out.text = self.tokenizer.decode(out.ids)
-        return outs
+        return responses.results(self.tokenizer)
 
     def _prefill(
         self, prompts: list[list[int]], steps: int
@@ -319,42 +296,6 @@ class TinyPolicy(nn.Module):
         cache = [(zeros(shape), zeros(shape)) for _ in self.blocks]
         h = self.hidden(idx, pos, mask, cache, 0)[:, -1]
         return h, cache, valid, lengths
-
-    def _choose(
-        self,
-        logits: torch.Tensor,
-        masks: torch.Tensor,
-        position: int,
-        temperature: float,
-        greedy: bool,
-        keys: list[int] | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Pick one token per row by the Gumbel-max trick.
-
-        Args:
-            logits: ``[B, V]`` raw logits.
-            masks: ``[B, V]`` bool, True where allowed.
-            position: index of the token within the response (keys the noise).
-            temperature: divides the logits.
-            greedy: argmax, no noise.
-            keys: per-row Gumbel keys, or None for torch's global generator.
-
-        Returns:
-            ``([B] tokens, [B] log-probs under the masked tempered softmax)``.
-        """
-        scores = (logits.float() / temperature).masked_fill(~masks, float("-inf"))
-        logp = torch.log_softmax(scores, dim=-1)
-        if greedy:
-            tok = logp.argmax(dim=-1)
-        else:
-            B, V = logits.shape
-            if keys is None:
-                u = torch.rand(B, V)
-            else:
-                u = torch.stack([_keyed_uniform(k, position, V) for k in keys])
-            g = -torch.log(-torch.log(u.clamp(min=torch.finfo(torch.float32).tiny)))
-            tok = (logp + g.to(logp.device)).argmax(dim=-1)
-        return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
 
     # -- scoring -------------------------------------------------------------------------
 
@@ -391,7 +332,8 @@ class TinyPolicy(nn.Module):
         grad: bool = False,
     ) -> list[torch.Tensor]:
         """Value estimates per response token, read at the state that predicts the token
-        (the same positions as ``logprobs``); shapes ``[len(responses[i])]``."""
+        (the same positions as ``logprobs``); shapes ``[len(responses[i])]``.
+        """
         return self.logprobs_and_values(prompts, responses, grad=grad)[1]
 
     def logprobs_and_values(
@@ -453,7 +395,8 @@ class TinyPolicy(nn.Module):
 
     def save(self, path: Path) -> None:
         """Write ``model.safetensors``, ``policy.json`` and ``tokenizer.json`` into ``path``
-        (created if needed). The bytes depend only on the weights and the config."""
+        (created if needed). The bytes depend only on the weights and the config.
+        """
         from safetensors.torch import save_file
 
         root = Path(path)
@@ -495,21 +438,6 @@ def _init_weights(module: nn.Module) -> None:
             nn.init.zeros_(module.bias)
     elif isinstance(module, nn.Embedding):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
-
-
-def _keyed_uniform(key: int, position: int, n: int) -> torch.Tensor:
-    """``n`` uniforms in [0, 1) that depend only on ``(key, position)`` (CPU, float32)."""
-    gen = torch.Generator(device="cpu")
-    gen.manual_seed(_mix64(_mix64(int(key) & _MASK64) ^ int(position)))
-    return torch.rand(n, generator=gen)
-
-
-def _mix64(x: int) -> int:
-    """SplitMix64's finaliser: a bijection on 64-bit integers that scatters nearby inputs."""
-    x = (x + 0x9E3779B97F4A7C15) & _MASK64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return x ^ (x >> 31)
 
 
 def _class_spec(cls: type) -> str:

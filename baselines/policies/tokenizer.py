@@ -70,7 +70,8 @@ class Tokenizer:
     @classmethod
     def load(cls, path: Path) -> Tokenizer:
         """Read a ``tokenizer.json`` written by ``save`` (or any byte-level BPE with the
-        same special tokens)."""
+        same special tokens).
+        """
         return cls(HFTokenizer.from_file(str(path)))
 
     def __len__(self) -> int:

@@ -337,10 +337,10 @@ def test_a_second_sampler_is_refused_and_a_lone_one_replaces_group():
 
 def test_the_default_sampler_fills_groups_of_one_task_and_one_seed(policy):
     from agentgym.baselines.rollout import EnvPool, RolloutConfig
-    from agentgym.baselines.train import TrainConfig
 
     step = StepContext(
-        config=TrainConfig(tasks_per_step=3, group_size=2),
+        tasks_per_step=3,
+        group_size=2,
         policy=policy,
         envs=EnvPool("agentgym/Search-Menu-Small-v0", 2, max_turns=3),
         rollout=RolloutConfig(max_new_tokens=40),

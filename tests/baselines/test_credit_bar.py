@@ -1,7 +1,5 @@
 """BAR, the balanced adaptive sampler: scripted outcomes per task, posteriors by hand."""
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
@@ -55,7 +53,7 @@ class Scripted(BAR):
 
 def run(bar, B=2, G=2):
     batch = Batch()
-    ctx = StepContext(config=SimpleNamespace(tasks_per_step=B, group_size=G), rng=InOrder())
+    ctx = StepContext(tasks_per_step=B, group_size=G, rng=InOrder())
     bar.sample(batch, ctx)
     return batch
 
@@ -175,10 +173,10 @@ def test_bar_refuses_bad_settings(bad):
 
 def test_bar_samples_balanced_groups_on_search_menu_small(policy):
     from agentgym.baselines.rollout import EnvPool, RolloutConfig
-    from agentgym.baselines.train import TrainConfig
 
     ctx = StepContext(
-        config=TrainConfig(tasks_per_step=2, group_size=2),
+        tasks_per_step=2,
+        group_size=2,
         policy=policy,
         envs=EnvPool(SMALL, 2, max_turns=4),
         rollout=RolloutConfig(max_new_tokens=48),

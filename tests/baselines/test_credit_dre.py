@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from agentgym.baselines.credit import REGISTRY, Batch, CreditVariant, StepContext, compose
+from agentgym.baselines.prompt import PromptFormat
 from agentgym.baselines.rollout import EnvPool, RolloutConfig, collect, replay
 from agentgym.core.errors import BadInput
 
@@ -62,11 +63,11 @@ def edit(policy, pool, batch, config=None, cfg=None):
 @pytest.mark.parametrize(("layout", "history"), LAYOUTS)
 def test_replay_reproduces_collected_turns_byte_for_byte(policy, layout, history):
     pool = EnvPool(SMALL, 1, max_turns=4)
-    cfg = RolloutConfig(max_new_tokens=48, layout=layout, history=history)
+    cfg = RolloutConfig(max_new_tokens=48, prompt=PromptFormat(layout=layout, history=history))
     task = pool.envs[0].unwrapped.task_ids("train")[3]
     (played,) = collect(policy, pool, [(task, 17)], 1, cfg)
     again = replay(policy, pool, task, 17, actions(played), cfg)
-    assert again.group_id == played.group_id and again.extras == played.extras
+    assert again.group_id == played.group_id and again.prompt == played.prompt
     assert (again.outcome, again.terminated, again.truncated) == (
         played.outcome,
         played.terminated,
@@ -100,21 +101,27 @@ def test_replay_refuses_actions_after_the_end(policy, pool, paths):
 
 @pytest.mark.parametrize(("layout", "history"), LAYOUTS)
 def test_dre_edits_out_exactly_the_detour(policy, pool, paths, layout, history):
-    cfg = RolloutConfig(layout=layout, history=history)
+    cfg = RolloutConfig(prompt=PromptFormat(layout=layout, history=history))
     long = play(policy, pool, paths["detour"], cfg, "detour")
     minimal = play(policy, pool, paths["oracle"], cfg, "oracle")
     failed = play(policy, pool, paths["wrong"], cfg, "wrong")
     assert (long.outcome, minimal.outcome, failed.outcome) == (1.0, 1.0, 0.0)
     assert len(long.turns) == 7 and actions(long) == paths["detour"]
     batch = Batch(trajectories=[long, minimal, failed])
-    edit(policy, pool, batch, {"dre": {"length_bonus": 0.5}}, RolloutConfig(history=1))
+    edit(
+        policy,
+        pool,
+        batch,
+        {"dre": {"length_bonus": 0.5}},
+        RolloutConfig(prompt=PromptFormat(history=1)),
+    )
 
     assert batch.trajectories[0] is long and batch.trajectories[2:] == [minimal, failed]
     edited = batch.trajectories[1]
     assert actions(edited) == paths["oracle"]  # the detour, turn 5, is gone
     assert edited.group_id == "g" and edited.edited and edited.node_id == "detour/dre"
     assert edited.extras["dre"] == {"source": "detour", "removed": [5], "env_outcome": 1.0}
-    assert edited.extras["layout"] == layout and edited.extras["history"] == history
+    assert edited.prompt == PromptFormat(layout=layout, history=history)
     assert edited.outcome == pytest.approx(1.0 + 0.5 * 1 / 7)
     assert edited.terminated and not edited.truncated
     # the edited turns are the prompts the policy sees on the short path, in the rollout's
@@ -202,7 +209,7 @@ def test_the_trainer_steps_on_an_edited_batch(policy, pool, paths, monkeypatch):
     monkeypatch.setitem(REGISTRY, "detours", Detours)
     model = copy.deepcopy(policy)
     before = [w.detach().clone() for w in model.parameters()]
-    cfg = TrainConfig(credit="detours+dre", tasks_per_step=1, group_size=2)
+    cfg = TrainConfig.from_options(credit="detours+dre", tasks_per_step=1, group_size=2)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     plan = compose(cfg.credit)
     metrics = rl_step(model, None, plan, pool, optimizer, cfg, 1, np.random.default_rng(0))

@@ -248,14 +248,14 @@ def test_before_data_the_model_is_the_task_prior_and_then_it_learns():
 
 def test_sample_builds_trees_of_B_leaves_on_a_real_env(policy):
     from agentgym.baselines.rollout import EnvPool, RolloutConfig
-    from agentgym.baselines.train import TrainConfig
 
     B = 4
     R = n_roots(B, 0.5, 2, 0.75)  # the Beta(1, 1) prior before any data
     plan = compose("tsbpo")
     assert plan.names == ["tsbpo"] and plan.aggregation == "turn-normalized"
     ctx = StepContext(
-        config=TrainConfig(tasks_per_step=1, group_size=B),
+        tasks_per_step=1,
+        group_size=B,
         policy=policy,
         envs=EnvPool(SMALL, 2, max_turns=4),
         rollout=RolloutConfig(max_new_tokens=48),
@@ -297,7 +297,7 @@ def test_sample_builds_trees_of_B_leaves_on_a_real_env(policy):
 @pytest.fixture
 def fake_rollouts(monkeypatch):
     """collect/branch/pick_tasks without a policy: roots of ``turns["K"]`` turns, lost."""
-    from agentgym.baselines import rollout
+    from agentgym.baselines.credit import tsbpo
 
     turns = {"K": 3}
 
@@ -314,9 +314,9 @@ def fake_rollouts(monkeypatch):
         assert n == 1 and cfg.snapshots
         return [kid(parent, k, j, ("x",), 1.0) for j, (parent, k) in enumerate(pairs)]
 
-    monkeypatch.setattr(rollout, "collect", collect)
-    monkeypatch.setattr(rollout, "branch", branch)
-    monkeypatch.setattr(rollout, "pick_tasks", lambda pool, n, rng: [("task", 7)] * n)
+    monkeypatch.setattr(tsbpo, "collect", collect)
+    monkeypatch.setattr(tsbpo, "branch", branch)
+    monkeypatch.setattr(tsbpo, "pick_tasks", lambda pool, n, rng: [("task", 7)] * n)
     return turns
 
 
@@ -327,7 +327,9 @@ class FakeRolloutConfig:
 
 def fake_step(B):
     return StepContext(
-        config=SimpleNamespace(tasks_per_step=1, group_size=B),
+        tasks_per_step=1,
+        group_size=B,
+        policy=SimpleNamespace(name="fake policy: the fake rollouts never call it"),
         envs=SimpleNamespace(supports_snapshot=True, env_id="fake"),
         rollout=FakeRolloutConfig(),
         rng=np.random.default_rng(0),

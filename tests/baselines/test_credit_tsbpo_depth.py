@@ -117,7 +117,7 @@ def test_allocator_takes_per_node_caps():
 def fake_tree(monkeypatch):
     """collect/branch/pick_tasks without a policy: lost roots of ``shape["K"]`` turns; won
     branches with ``shape["own"]`` own turns."""
-    from agentgym.baselines import rollout
+    from agentgym.baselines.credit import tsbpo
 
     shape = {"K": 3, "own": 3}
     calls: list[str] = []
@@ -141,9 +141,9 @@ def fake_tree(monkeypatch):
             for j, (parent, k) in enumerate(pairs)
         ]
 
-    monkeypatch.setattr(rollout, "collect", collect)
-    monkeypatch.setattr(rollout, "branch", branch)
-    monkeypatch.setattr(rollout, "pick_tasks", lambda pool, n, rng: [("task", 7)] * n)
+    monkeypatch.setattr(tsbpo, "collect", collect)
+    monkeypatch.setattr(tsbpo, "branch", branch)
+    monkeypatch.setattr(tsbpo, "pick_tasks", lambda pool, n, rng: [("task", 7)] * n)
     return shape, calls
 
 
@@ -261,10 +261,10 @@ def test_bad_depth_is_refused(depth):
 
 def real_step(policy, B):
     from agentgym.baselines.rollout import EnvPool, RolloutConfig
-    from agentgym.baselines.train import TrainConfig
 
     return StepContext(
-        config=TrainConfig(tasks_per_step=1, group_size=B),
+        tasks_per_step=1,
+        group_size=B,
         policy=policy,
         envs=EnvPool(SMALL, 2, max_turns=4),
         rollout=RolloutConfig(max_new_tokens=48),

@@ -5,21 +5,27 @@ import dataclasses
 import pytest
 import torch
 
-from agentgym.baselines.credit.batch import Batch
-from agentgym.baselines.layout import (
-    History,
-    concat_sequence,
-    context_limit,
-    history_prompt,
-    observation_ids,
-    turn_logprobs,
-    turn_values,
-)
-from agentgym.baselines.policies.agent import PolicyAgent, prompt_ids
+from agentgym.baselines.batch import Batch
+from agentgym.baselines.policies.agent import PolicyAgent
 from agentgym.baselines.policies.tiny import TinyPolicy
+from agentgym.baselines.prompt import History, PromptFormat, observation_ids, prompt_ids
 from agentgym.baselines.rollout import EnvPool, RolloutConfig, collect
+from agentgym.baselines.scoring import concat_sequence, context_limit, turn_logprobs, turn_values
 
 SMALL = "agentgym/Search-Menu-Small-v0"
+CONCAT = PromptFormat(layout="concat")
+
+
+def fmt(window, pin_first=False):
+    """The format of a history window: W previous pairs (per-step), or None for all (concat,
+    where pinning the first observation changes nothing)."""
+    if window is None:
+        return CONCAT
+    return PromptFormat(history=window, pin_first=pin_first)
+
+
+def history_prompt(policy, observations, responses, window, pin_first=False):
+    return History(policy, fmt(window, pin_first), observations, responses).prompt()
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +40,7 @@ def tasks(pool):
 
 @pytest.fixture(scope="module")
 def concat_trajs(policy, pool, tasks):
-    cfg = RolloutConfig(layout="concat", constrained=False, max_new_tokens=12, snapshots=True)
+    cfg = RolloutConfig(prompt=CONCAT, constrained=False, max_new_tokens=12, snapshots=True)
     return collect(policy, pool, tasks, 2, cfg, gumbel_keys=[1, 2, 3, 4])
 
 
@@ -65,11 +71,11 @@ def test_history_prompts_window_and_encoding(policy):
     whole = [*prompt_ids(policy, obs[0]), *acts[0], *later[1], *acts[1], *later[2]]
     assert history_prompt(policy, obs, acts, None) == whole == history_prompt(policy, obs, acts, 5)
     assert observation_ids(policy, obs[1], first=False) == later[1]
-    history = History(policy, obs[:1])  # incremental building gives the same prompts
+    history = History(policy, CONCAT, obs[:1])  # incremental building gives the same prompts
     for k in range(1, 3):
         history.act(torch.tensor(acts[k - 1]))
         history.observe(obs[k])
-    assert history.prompt(None) == whole
+    assert history.prompt() == whole
     with pytest.raises(ValueError, match="one more observation"):
         history_prompt(policy, obs, acts[:1], 0)
     assert context_limit(policy) == 4096
@@ -101,18 +107,59 @@ def test_pinned_first_observation_heads_every_prompt(policy):
 
 def test_config_validates_layouts():
     with pytest.raises(ValueError, match="layout"):
-        RolloutConfig(layout="tree")
+        PromptFormat(layout="tree")
     with pytest.raises(ValueError, match="per-step"):
-        RolloutConfig(layout="concat", history=2)
+        PromptFormat(layout="concat", history=2)
     with pytest.raises(ValueError, match="per-step"):
-        RolloutConfig(layout="concat", pin_first=True)
-    assert RolloutConfig().window == 0 and RolloutConfig(layout="concat").window is None
+        PromptFormat(layout="concat", pin_first=True)
+    with pytest.raises(ValueError, match="context"):
+        PromptFormat(context=0)
+    assert RolloutConfig().prompt.window == 0 and CONCAT.window is None
+
+
+def test_prompt_format_round_trips_and_reads_old_checkpoints():
+    new = PromptFormat(history=2, pin_first=True, context=512)
+    assert PromptFormat.from_json(new.to_json()) == new
+    assert PromptFormat.from_checkpoint({"prompt": new.to_json(), "history": 0}) == new
+    # checkpoints written before the prompt format kept its fields at the top level
+    old = {"layout": "per-step", "history": 2, "pin_first": True, "policy_class": "x:Y"}
+    assert PromptFormat.from_checkpoint(old) == PromptFormat(history=2, pin_first=True)
+    assert PromptFormat.from_checkpoint({"layout": "concat", "history": 0}) == CONCAT
+    assert PromptFormat.from_checkpoint({}) == PromptFormat()
+    with pytest.raises(ValueError, match="unknown prompt format keys"):
+        PromptFormat.from_json({"layout": "per-step", "windw": 3})
+
+
+def test_context_keeps_the_most_recent_tokens(policy):
+    tok = policy.tokenizer
+    obs = ["first page", "second page"]
+    acts = [[*tok.encode("search: a"), tok.eos_id]]
+    whole = History(policy, CONCAT, obs, acts).prompt()
+    cut = History(policy, PromptFormat(layout="concat", context=5), obs, acts).prompt()
+    assert cut == whole[-5:]
+
+
+def test_privileged_view_puts_the_context_before_the_first_observation(policy):
+    tok = policy.tokenizer
+    act = [*tok.encode("search: a"), tok.eos_id]
+    opened = prompt_ids(policy, "the answer is Orarshire\nfirst page")
+    view = PromptFormat(history=1, privileged=True)
+    history = History(policy, view)
+    history.observe("first page", {"privileged_context": "the answer is Orarshire"})
+    assert history.prompt() == opened
+    history.act(act)
+    history.observe("second page", {"privileged_context": "only the first info counts"})
+    assert history.prompt() == [*opened, *act, *tok.encode("\nsecond page")]
+    # an env made without privileged=True gives no context: the prompt is the plain one
+    blind = History(policy, view)
+    blind.observe("first page", {})
+    assert blind.prompt() == prompt_ids(policy, "first page")
 
 
 def test_per_step_history_prompts(policy, pool, tasks):
-    cfg = RolloutConfig(history=2, max_new_tokens=24, snapshots=True)
+    cfg = RolloutConfig(prompt=PromptFormat(history=2), max_new_tokens=24, snapshots=True)
     trajs = collect(policy, pool, tasks[:1], 2, cfg, gumbel_keys=[3, 4])
-    assert all(t.extras["layout"] == "per-step" and t.extras["history"] == 2 for t in trajs)
+    assert all(t.prompt == PromptFormat(history=2) for t in trajs)
     for traj in trajs:
         obs = [turn.extras["observation"] for turn in traj.turns]
         acts = [turn.response_ids for turn in traj.turns]
@@ -128,7 +175,7 @@ def test_per_step_history_prompts(policy, pool, tasks):
 
 def test_concat_turns_extend_the_previous_turn(policy, concat_trajs):
     for traj in concat_trajs:
-        assert traj.extras["layout"] == "concat" and len(traj.turns) > 1
+        assert traj.prompt == CONCAT and len(traj.turns) > 1
         first = traj.turns[0]
         assert first.prompt_ids.tolist() == prompt_ids(policy, first.extras["observation"])
         for prev, turn in zip(traj.turns, traj.turns[1:], strict=False):
@@ -211,13 +258,13 @@ def test_per_step_batches_use_the_plain_call(policy, pool, tasks):
 
 def test_concat_refuses_histories_beyond_the_context(policy, pool, tasks):
     short = TinyPolicy.from_preset("nano", policy.tokenizer, max_len=300)
-    cfg = RolloutConfig(layout="concat", constrained=False, max_new_tokens=12)
+    cfg = RolloutConfig(prompt=CONCAT, constrained=False, max_new_tokens=12)
     with pytest.raises(ValueError, match=r"context limit of 300 .*per-step"):
         collect(short, pool, tasks[:1], 1, cfg)
 
 
 def test_concat_rollouts_replay_under_gumbel_keys(policy, pool, tasks, concat_trajs):
-    cfg = RolloutConfig(layout="concat", constrained=False, max_new_tokens=12)
+    cfg = RolloutConfig(prompt=CONCAT, constrained=False, max_new_tokens=12)
     again = collect(policy, pool, tasks, 2, cfg, gumbel_keys=[1, 2, 3, 4])
     ids = lambda trajs: [[t.prompt_ids.tolist() for t in tr.turns] for tr in trajs]  # noqa: E731
     assert ids(again) == ids(concat_trajs)
@@ -228,13 +275,11 @@ def test_concat_rollouts_replay_under_gumbel_keys(policy, pool, tasks, concat_tr
     [("concat", 0, False), ("per-step", 2, False), ("per-step", 1, True), ("per-step", 0, True)],
 )
 def test_policy_agent_sees_the_rollout_prompts(policy, pool, tasks, layout, history, pin_first):
-    cfg = RolloutConfig(
-        layout=layout, history=history, pin_first=pin_first, greedy=True, max_new_tokens=24
-    )
+    seen_format = PromptFormat(layout=layout, history=history, pin_first=pin_first)
+    cfg = RolloutConfig(prompt=seen_format, greedy=True, max_new_tokens=24)
     (traj,) = collect(policy, pool, tasks[:1], 1, cfg)
-    assert traj.extras["pin_first"] is pin_first
-    window = None if layout == "concat" else history
-    agent = PolicyAgent(policy, greedy=True, history=window, pin_first=pin_first)
+    assert traj.prompt.pin_first is pin_first
+    agent = PolicyAgent(policy, greedy=True, prompt=seen_format)
     seen = []
     generate = policy.generate
 
@@ -259,10 +304,7 @@ def test_policy_agent_sees_the_rollout_prompts(policy, pool, tasks, layout, hist
 def test_constrained_rollouts_score_their_behaviour_logps(policy, pool, tasks, layout):
     """Training scores a constrained turn under the mask decoding used, so the PPO ratio of
     an unchanged policy is exactly 1 (and without the mask it would not be)."""
-    from agentgym.baselines.credit.batch import Batch
-    from agentgym.baselines.layout import turn_logprobs
-
-    cfg = RolloutConfig(layout=layout, constrained=True, max_new_tokens=40)
+    cfg = RolloutConfig(prompt=PromptFormat(layout=layout), constrained=True, max_new_tokens=40)
     trajs = collect(policy, pool, tasks[:1], 2, cfg)
     batch = Batch(trajectories=trajs)
     keys = batch.keys()

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from agentgym.baselines.policies.agent import prompt_ids
+from agentgym.baselines.prompt import prompt_ids
 from agentgym.baselines.rollout import EnvPool, RolloutConfig, branch, collect
 
 SMALL = "agentgym/Search-Menu-Small-v0"
@@ -69,7 +69,7 @@ def test_roots_carry_node_ids_and_snapshots(policy, short_pool):
     trajs = collect(policy, short_pool, [(task, 9)], 2, cfg)
     assert [t.node_id for t in trajs] == [f"{task}@9:0", f"{task}@9:1"]
     for t in trajs:
-        assert t.parent_id is None and t.extras["layout"] == "per-step"
+        assert t.parent_id is None and t.prompt is not None and t.prompt.layout == "per-step"
         for turn in t.turns:
             assert isinstance(turn.extras["snapshot"], bytes)
             assert turn.prompt_ids.tolist() == prompt_ids(policy, turn.extras["observation"])

@@ -26,10 +26,10 @@ from agentgym.baselines.policies import (  # noqa: E402
     Tokenizer,
     TokenTrie,
     collect_env_text,
-    prompt_ids,
     save_policy_checkpoint,
     train_tokenizer,
 )
+from agentgym.baselines.prompt import prompt_ids  # noqa: E402
 from agentgym.harness.evaluate import evaluate  # noqa: E402
 
 ENV = "agentgym/Search-Menu-Small-v0"

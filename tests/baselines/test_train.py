@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 import torch
 
+from agentgym.baselines.batch import Batch
+from agentgym.baselines.config import TrainConfig
 from agentgym.baselines.credit import compose
-from agentgym.baselines.credit.batch import Batch
 from agentgym.baselines.policies.tiny import TinyPolicy
 from agentgym.baselines.policies.tokenizer import collect_env_text, train_tokenizer
+from agentgym.baselines.prompt import PromptFormat
 from agentgym.baselines.rollout import EnvPool, RolloutConfig, collect
-from agentgym.baselines.train import TrainConfig, oracle_demos, policy_loss
+from agentgym.baselines.train import oracle_demos, policy_loss
 
 SMALL = "agentgym/Search-Menu-Small-v0"
 
@@ -43,7 +45,7 @@ def _step(policy, trajs, fill):
     batch = Batch(trajectories=trajs)
     keys = batch.keys()  # (trajectory, turn) pairs
     batch.advantages = {k: fill(batch.turn(k).response_ids.shape) for k in keys}
-    cfg = TrainConfig(weight_decay=0.0)
+    cfg = TrainConfig.from_options(weight_decay=0.0)
     before = {n: p.detach().clone() for n, p in _policy_params(policy).items()}
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-3, weight_decay=0.0)
     loss, _ = policy_loss(batch, policy, None, compose("grpo", cfg), cfg)
@@ -80,7 +82,7 @@ def test_a_step_raises_the_likelihood_of_positive_advantages_and_lowers_negative
         return float(torch.cat(lps).sum())
 
     before = [logp(0), logp(1)]
-    cfg = TrainConfig(weight_decay=0.0)
+    cfg = TrainConfig.from_options(weight_decay=0.0)
     loss, _ = policy_loss(batch, policy, None, compose("grpo", cfg), cfg)
     optimizer = torch.optim.SGD(policy.parameters(), lr=0.05)
     optimizer.zero_grad()
@@ -109,11 +111,11 @@ def _cli(*args, cwd=None):
 
 def test_noisy_warm_start_leaves_the_oracle_path_deterministically(setup):
     policy, _ = setup
-    clean = oracle_demos(TrainConfig(sft_episodes=6), policy)
-    noisy = oracle_demos(TrainConfig(sft_episodes=6, sft_noise=0.5), policy)
+    clean = oracle_demos(TrainConfig.from_options(sft_episodes=6), policy)
+    noisy = oracle_demos(TrainConfig.from_options(sft_episodes=6, sft_noise=0.5), policy)
     on_path = {tuple(p.tolist()) for p, _ in clean}
     assert any(tuple(p.tolist()) not in on_path for p, _ in noisy)
-    again = oracle_demos(TrainConfig(sft_episodes=6, sft_noise=0.5), policy)
+    again = oracle_demos(TrainConfig.from_options(sft_episodes=6, sft_noise=0.5), policy)
     assert len(again) == len(noisy)
     for (p1, r1), (p2, r2) in zip(noisy, again, strict=True):
         assert torch.equal(p1, p2) and torch.equal(r1, r2)
@@ -123,8 +125,10 @@ def test_a_warm_start_without_think_keeps_the_actions_and_drops_the_quotes(setup
     policy, _ = setup
     free = "agentgym/Search-Free-Small-v0"
     tok = policy.tokenizer
-    kept = oracle_demos(TrainConfig(env=free, sft_episodes=3), policy)
-    dropped = oracle_demos(TrainConfig(env=free, sft_episodes=3, sft_think=False), policy)
+    kept = oracle_demos(TrainConfig.from_options(env=free, sft_episodes=3), policy)
+    dropped = oracle_demos(
+        TrainConfig.from_options(env=free, sft_episodes=3, sft_think=False), policy
+    )
     kept_text = [tok.decode(r[:-1].tolist()) for _, r in kept]
     dropped_text = [tok.decode(r[:-1].tolist()) for _, r in dropped]
     assert len(kept) == len(dropped)  # the env played the oracle's real actions both times
@@ -258,7 +262,7 @@ def test_a_hugging_face_policy_trains_with_lora_end_to_end(tmp_path):
     from agentgym.harness.evaluate import evaluate
 
     model = _write_hf_model(tmp_path / "model", collect_env_text(SMALL, episodes=8))
-    cfg = TrainConfig(
+    cfg = TrainConfig.from_options(
         policy=str(model),
         lora_r=4,
         credit="grpo",
@@ -303,7 +307,7 @@ def test_both_layouts_train_and_evaluate_with_the_prompts_they_trained_on(
     from agentgym.baselines.train import train
     from agentgym.harness.evaluate import evaluate
 
-    cfg = TrainConfig(
+    cfg = TrainConfig.from_options(
         preset="nano",
         max_len=4096,
         layout=layout,
@@ -318,15 +322,11 @@ def test_both_layouts_train_and_evaluate_with_the_prompts_they_trained_on(
         tensorboard=False,
     )
     ckpt = train(cfg, tmp_path / "ckpt")
+    trained_on = PromptFormat(layout=layout, history=history, pin_first=pin_first)
     config = read_manifest(ckpt)["config"]
-    assert (config["layout"], config["history"], config["pin_first"]) == (
-        layout,
-        history,
-        pin_first,
-    )
+    assert config["prompt"] == trained_on.to_json()  # one object, not fields strewn about
     agent = load_agent(str(ckpt))
-    assert agent.history == (None if layout == "concat" else history)
-    assert agent.pin_first is pin_first
+    assert agent.prompt == trained_on
     doc = evaluate(str(ckpt), [SMALL], seeds=2, root_seed=0, split="val")
     assert all(e["error"] is None for e in doc["episodes"])
 
@@ -341,6 +341,6 @@ def test_a_bad_layout_is_refused_before_any_work(tmp_path):
 def test_credit_settings_reach_their_variant():
     from agentgym.baselines.train import credit_settings
 
-    cfg = TrainConfig(credit="gigpo", credit_settings='{"gigpo": {"omega": 0.5}}')
+    cfg = TrainConfig.from_options(credit="gigpo", credit_settings='{"gigpo": {"omega": 0.5}}')
     plan = compose(cfg.credit, credit_settings(cfg))
     assert plan.owner("advantages").cfg.omega == 0.5

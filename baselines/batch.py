@@ -1,4 +1,5 @@
-"""The one batch object every credit hook receives, and the services the trainer offers them.
+"""The trainer's data types: the one batch object every credit hook receives (trajectories of
+turns) and the step context of services the trainer offers them.
 
 Layout (CREDIT.md §0): rollout ``i`` of a group has turns ``k = 0..K_i-1``; turn ``k`` is one
 training sample (prompt = the history the policy saw, response = its action). Every advantage is
@@ -11,10 +12,17 @@ A new need of a credit variant is a new optional field here, never a special cas
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
 import torch
 from torch import Tensor
+
+from agentgym.baselines.policies.base import Policy
+from agentgym.baselines.prompt import PromptFormat
+
+if TYPE_CHECKING:
+    from agentgym.baselines.rollout import EnvPool, RolloutConfig
 
 Key = tuple[int, int]
 """``(trajectory index, turn index)`` into ``Batch.trajectories``."""
@@ -97,11 +105,14 @@ class Trajectory:
     """Horvitz-Thompson / importance weight of this rollout."""
     edited: bool = False
     """edited off-policy (DRE): ``logp_old`` must be recomputed."""
+    prompt: PromptFormat | None = None
+    """the prompt format its turns' prompts were built with (None: built elsewhere)."""
     extras: dict[str, Any] = field(default_factory=dict)
 
     def step_returns(self, gamma: float) -> list[float]:
         """Discounted step returns ``G_k = Σ_{k'≥k} γ^{k'−k} r_{k'}``, one per turn, with the
-        outcome ``R`` counted in the last turn's reward (GiGPO's ``R^s_{i,k}``)."""
+        outcome ``R`` counted in the last turn's reward (GiGPO's ``R^s_{i,k}``).
+        """
         G, running = [0.0] * len(self.turns), 0.0
         for k in reversed(range(len(self.turns))):
             r = self.turns[k].reward + (self.outcome if k == len(self.turns) - 1 else 0.0)
@@ -175,7 +186,8 @@ class Batch:
 
     def flat(self, per_turn: dict[Key, Tensor], keys: list[Key] | None = None) -> Tensor:
         """Concatenate a ``(i, k)``-keyed dict of [L] arrays into one [T] array, in ``keys`` order
-        (default ``self.keys()``)."""
+        (default ``self.keys()``).
+        """
         keys = self.keys() if keys is None else keys
         if not keys:
             return torch.zeros(0, device=self.device)
@@ -184,7 +196,8 @@ class Batch:
     def token_index(self, keys: list[Key] | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Flat [T] ``(mask, seq_ids, turn_ids)`` for :func:`agentgym.baselines.losses.aggregate`,
         aligned with :meth:`flat` over the same ``keys``: the policy mask, the trajectory index
-        of each token, and a batch-unique turn number of each token."""
+        of each token, and a batch-unique turn number of each token.
+        """
         keys = self.keys() if keys is None else keys
         masks, seq_ids, turn_ids = [], [], []
         for n, key in enumerate(keys):
@@ -199,7 +212,8 @@ class Batch:
 
     def subset(self, indices: list[int]) -> Batch:
         """A batch of the trajectories at ``indices`` (renumbered 0..), with their advantages
-        and returns; ``metrics`` and ``extras`` are shared, not copied."""
+        and returns; ``metrics`` and ``extras`` are shared, not copied.
+        """
         renumber = {old: new for new, old in enumerate(indices)}
 
         def pick(d: dict[Key, Tensor] | None) -> dict[Key, Tensor] | None:
@@ -216,52 +230,61 @@ class Batch:
         )
 
 
-@runtime_checkable
-class Policy(Protocol):
-    """What credit hooks may ask of a model (the policy, the reference, a teacher).
+@dataclass
+class StepContext:
+    """The services a hook gets besides the batch; variants use only what they need.
 
-    ``logprobs`` returns one [L_j] tensor of log π(y_t | prompt, y_<t) per pair. A policy with a
-    value head also has ``values(prompt_ids_list, response_ids_list, *, grad=False) ->
-    list[Tensor]`` giving V(s_t) per response token (PPO checks for it with ``hasattr``).
-    """
-
-    def logprobs(
-        self, prompt_ids_list: list[Tensor], response_ids_list: list[Tensor], *, grad: bool = False
-    ) -> list[Tensor]: ...
-
-
-@runtime_checkable
-class Context(Protocol):
-    """The services a hook gets besides the batch. Variants use only what they need.
+    The trainer fills every field; a test builds one with just the fields its hooks read.
+    The ``need_*`` methods give a field that a hook cannot do without, or say which one is
+    missing.
 
     Attributes:
-        config: the run's configuration (any object with attributes).
-        policy: the model being trained (:class:`Policy`, maybe with ``values``).
+        config: the run's configuration (:class:`~agentgym.baselines.config.TrainConfig` in
+            the trainer; any object with attributes elsewhere).
+        policy: the model being trained (its ``values`` head serves PPO).
         ref: the frozen reference model, or None when no KL/reference is configured.
         envs: the env pool (snapshot/restore, privileged instances), or None in unit tests.
         step: the index of the current training step.
-        rollout: how to generate (a :class:`~agentgym.baselines.rollout.RolloutConfig`), for
-            the ``sample`` slot and any variant that generates more.
-        rng: the run's ``numpy.random.Generator`` for sampling choices (tasks, seeds).
+        rollout: how to generate, for the ``sample`` slot and any variant that generates more.
+        rng: the run's generator for sampling choices (tasks, seeds).
+        tasks_per_step: groups the ``sample`` slot plays per step.
+        group_size: rollouts per group (G).
     """
 
-    config: Any
-    policy: Policy
-    ref: Policy | None
-    envs: Any
-    step: int
-    rollout: Any
-    rng: Any
-
-
-@dataclass
-class StepContext:
-    """A plain :class:`Context` (the trainer's, and the one tests build)."""
-
     config: Any = None
-    policy: Any = None
-    ref: Any = None
-    envs: Any = None
+    policy: Policy | None = None
+    ref: Policy | None = None
+    envs: EnvPool | None = None
     step: int = 0
-    rollout: Any = None
-    rng: Any = None
+    rollout: RolloutConfig | None = None
+    rng: np.random.Generator | None = None
+    tasks_per_step: int = 0
+    group_size: int = 0
+
+    def need_policy(self) -> Policy:
+        """``policy``, or ValueError naming it when it is missing."""
+        return _need(self.policy, "policy")
+
+    def need_envs(self) -> EnvPool:
+        """``envs``, or ValueError naming it when it is missing."""
+        return _need(self.envs, "envs")
+
+    def need_rollout(self) -> RolloutConfig:
+        """``rollout``, or ValueError naming it when it is missing."""
+        return _need(self.rollout, "rollout")
+
+    def need_rng(self) -> np.random.Generator:
+        """``rng``, or ValueError naming it when it is missing."""
+        return _need(self.rng, "rng")
+
+
+Context = StepContext
+"""The hook context's type (the name hooks annotate ``ctx`` with)."""
+
+T = TypeVar("T")
+
+
+def _need(value: T | None, name: str) -> T:
+    if value is None:
+        raise ValueError(f"this hook needs ctx.{name}, which the step context does not set")
+    return value

@@ -1,0 +1,193 @@
+"""Choosing tokens, shared by every policy: temperature, the constrained-decoding mask, keyed
+Gumbel-max noise, and the bookkeeping of a batch of responses being decoded.
+
+A policy's ``generate`` runs its own forward passes and KV cache; everything between the
+logits of a step and the next token fed back lives here once, so the tiny transformer and a
+Hugging Face model sample alike (on the CPU, the same key gives both the same noise)::
+
+    responses = Responses(allowed, len(prompts), max_new_tokens, tokenizer.eos_id)
+    for t in range(responses.steps):
+        mask = responses.mask(vocab, device)
+        tok, logp = choose(logits, mask, t, temperature=T, greedy=False, keys=keys)
+        responses.record(tok.tolist(), logp.tolist())
+        if responses.finished or t == responses.steps - 1:
+            break
+        logits = forward(tok)          # the policy's own decode step
+    outs = responses.results(tokenizer)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from agentgym.baselines.policies.base import AllowedSequences, GenOut
+from agentgym.baselines.policies.constrained import Node, TokenTrie, allowed_mask
+
+_MASK64 = (1 << 64) - 1
+
+
+def mix64(x: int) -> int:
+    """SplitMix64's finaliser: a bijection on 64-bit integers that scatters nearby inputs."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def noise_seed(key: int, position: int) -> int:
+    """The generator seed of Gumbel key ``key`` at response position ``position``."""
+    return mix64(mix64(int(key) & _MASK64) ^ int(position))
+
+
+def gumbel_noise(
+    rows: int,
+    vocab: int,
+    keys: Sequence[int] | None,
+    position: int,
+    device: torch.device,
+) -> torch.Tensor:
+    """Standard Gumbel noise ``[rows, vocab]`` on ``device``.
+
+    Args:
+        rows: batch size ``B``.
+        vocab: ``V``.
+        keys: one integer key per row: row ``i`` then draws from a generator on ``device``
+            seeded by ``(keys[i], position)``, so the same key gives the same noise at each
+            response position whatever the batch (twin rollouts, replayable episodes). None
+            draws from torch's global generator.
+        position: index of the token within the response.
+        device: where the noise is drawn (CPU and CUDA draws differ for the same key).
+    """
+    if keys is None:
+        u = torch.rand((rows, vocab), device=device)
+    else:
+        u = torch.empty((rows, vocab), device=device)
+        gen = torch.Generator(device=device)
+        for i, key in enumerate(keys):
+            gen.manual_seed(noise_seed(key, position))
+            torch.rand(vocab, generator=gen, device=device, out=u[i])
+    u = u.clamp_(min=torch.finfo(u.dtype).tiny)
+    return -torch.log(-torch.log(u))
+
+
+def choose(
+    logits: torch.Tensor,
+    mask: torch.Tensor | None,
+    position: int,
+    *,
+    temperature: float,
+    greedy: bool,
+    keys: Sequence[int] | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pick one token per row by the Gumbel-max trick.
+
+    Args:
+        logits: ``[B, V]`` raw logits of the next token.
+        mask: ``[B, V]`` bool, True where a token is allowed (None: all are).
+        position: index of the token within the response (keys the noise).
+        temperature: divides the logits (> 0).
+        greedy: take the most likely allowed token, no noise.
+        keys: per-row Gumbel keys, or None for torch's global generator.
+
+    Returns:
+        ``([B] tokens, [B] log-probs)``: the log-probs are those of the tempered, masked
+        softmax at the chosen tokens (the behaviour log-probs), also when greedy.
+    """
+    scores = logits.float() / temperature
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    logp = torch.log_softmax(scores, dim=-1)
+    if greedy:
+        tok = logp.argmax(dim=-1)
+    else:
+        B, V = logp.shape
+        tok = (logp + gumbel_noise(B, V, keys, position, logp.device)).argmax(dim=-1)
+    return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
+
+
+class Responses:
+    """The responses of one batch while they are decoded, row by row.
+
+    A free row ends at eos or after ``max_new_tokens`` tokens. A constrained row
+    (``allowed[i]`` given) is masked to the trie of its allowed sequences, each followed by
+    eos, so it ends as exactly one of them; its budget grows to its longest sequence plus
+    eos when ``max_new_tokens`` is shorter, and :attr:`steps` is the longest budget.
+
+    Attributes:
+        steps: the most decoding steps any row may take.
+        done: per row, whether its response is complete.
+        top_allowed: the largest token id any allowed sequence holds (-1: none).
+    """
+
+    def __init__(
+        self,
+        allowed: Sequence[AllowedSequences | None] | None,
+        rows: int,
+        max_new_tokens: int,
+        eos_id: int,
+    ):
+        """Start ``rows`` empty responses.
+
+        Raises:
+            ValueError: ``allowed`` has another length than ``rows``, an allowed set is
+                empty, or a sequence holds eos.
+        """
+        if allowed is not None and len(allowed) != rows:
+            raise ValueError(f"{len(allowed)} allowed lists for {rows} prompts")
+        self.eos_id = int(eos_id)
+        self.max_new_tokens = max_new_tokens
+        self.tries = [
+            None if a is None else TokenTrie(a, eos_id) for a in (allowed or [None] * rows)
+        ]
+        self.steps = max([max_new_tokens] + [t.depth for t in self.tries if t is not None])
+        self._nodes: list[Node | None] = [None if t is None else t.root for t in self.tries]
+        self._outs = [GenOut(ids=[], logps=[]) for _ in range(rows)]
+        # a free row with no budget is complete before it starts
+        self.done = [t is None and max_new_tokens <= 0 for t in self.tries]
+        self.top_allowed = max(
+            (int(tok) for a in (allowed or []) if a is not None for seq in a for tok in seq),
+            default=-1,
+        )
+
+    @property
+    def constrained(self) -> bool:
+        """Whether any row is constrained to a trie."""
+        return any(t is not None for t in self.tries)
+
+    @property
+    def finished(self) -> bool:
+        """Whether every response is complete."""
+        return all(self.done)
+
+    def mask(self, vocab: int, device: torch.device) -> torch.Tensor | None:
+        """``[B, V]`` bool of the tokens each unfinished constrained row may take next (free
+        and finished rows allow everything), or None when no row is constrained.
+        """
+        if not self.constrained:
+            return None
+        live = [None if d else node for node, d in zip(self._nodes, self.done, strict=True)]
+        return allowed_mask(live, vocab, device)
+
+    def record(self, tokens: Sequence[int], logps: Sequence[float]) -> None:
+        """Append each unfinished row's chosen token and its log-prob; mark rows that end."""
+        for i, (tok, logp) in enumerate(zip(tokens, logps, strict=True)):
+            if self.done[i]:
+                continue
+            out = self._outs[i]
+            out.ids.append(int(tok))
+            out.logps.append(float(logp))
+            node = self._nodes[i]
+            if node is None:  # a free row stops at eos or at its own budget
+                self.done[i] = tok == self.eos_id or len(out.ids) >= self.max_new_tokens
+            else:
+                self._nodes[i] = node = node[int(tok)]
+                self.done[i] = not node
+
+    def results(self, tokenizer: Any) -> list[GenOut]:
+        """The responses, each with its text decoded (special tokens dropped)."""
+        for out in self._outs:
+            out.text = tokenizer.decode(out.ids)
+        return self._outs
