@@ -1,5 +1,8 @@
-"""The tool-call family: schema-guided mock APIs over seeded stateful backends (e-commerce,
-customer accounts, travel), with synchronous or asynchronous calls, and BFCL's tasks."""
+"""The tool-call family: schema-guided mock APIs, and BFCL's tasks.
+
+The mock APIs run over seeded stateful backends (e-commerce, customer accounts, travel), with
+synchronous or asynchronous calls.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Tool-call family speed: env time per tool call (validation included) against the same env
-validating with plain jsonschema; virtual-clock latency of asynchronous against synchronous
-calls on the oracle's episodes; BFCL scoring throughput. Every comparison is measured in the
-same run.
+"""Tool-call family speed; every comparison is measured in the same run.
+
+Env time per tool call (validation included) against the same env validating with plain
+jsonschema; virtual-clock latency of asynchronous against synchronous calls on the oracle's
+episodes; BFCL scoring throughput.
 """
 
 from __future__ import annotations
@@ -29,10 +30,13 @@ APIs); the LLM's speed stays the same."""
 
 
 class JsonschemaValidator(Validator):
-    """The peer: every call checked by jsonschema's validator (FormatChecker on), the way a
-    backend would do it without compiled validators."""
+    """The peer: every call checked by jsonschema's validator (FormatChecker on).
+
+    That is the way a backend would do it without compiled validators.
+    """
 
     def check(self, name: Any, arguments: Any) -> dict[str, Any] | None:
+        """None when ``name`` is a tool and jsonschema accepts ``arguments``, else the error."""
         if not isinstance(name, str) or name not in self._slow:
             return self._unknown(name)
         if isinstance(arguments, dict) and self._slow[name].is_valid(arguments):
@@ -140,8 +144,11 @@ def call_rows(tasks: int | None) -> list[dict[str, Any]]:
 
 
 def _episode_clock(env_id: str, task_id: str, scale: float) -> tuple[float, bool, dict[str, float]]:
-    """The oracle's episode: virtual ms, won, and AsyncFC's parts (LLM time, summed tool
-    latency, critical path of the tool calls: per turn, the longest conflict chain)."""
+    """The oracle's episode: virtual ms, won, and AsyncFC's parts.
+
+    The parts: LLM time, summed tool latency, critical path of the tool calls (per turn, the
+    longest conflict chain).
+    """
     env = make(env_id, tool_latency_scale=scale)
     base: Any = env.unwrapped
     tools = {t.name: t for t in base._world.domain.tools()}
@@ -168,8 +175,10 @@ def _episode_clock(env_id: str, task_id: str, scale: float) -> tuple[float, bool
 
 
 def async_rows(tasks_per_type: int | None) -> list[dict[str, Any]]:
-    """Virtual makespan of sync and async oracle episodes per latency scale, domain and task
-    type, with AsyncFC's bound R = (T_llm + T_tool) / max(T_llm, T_critical_path)."""
+    """Virtual makespan of sync and async oracle episodes per latency scale, domain, task type.
+
+    Each row comes with AsyncFC's bound R = (T_llm + T_tool) / max(T_llm, T_critical_path).
+    """
     rows = []
     for scale in LATENCY_SCALES:
         for domain in DOMAINS:

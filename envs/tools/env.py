@@ -36,9 +36,11 @@ class StateDigest:
     call's resource paths (``top/key/...``, or ``top`` for a whole collection) drop the
     entries they name, and top-level scalars (id counters) are always re-read. The digest
     equals a full recomputation as long as a domain's ``resources`` name every top-level
-    collection and entity a write changes (tests/envs/tools check this for every domain)."""
+    collection and entity a write changes (tests/envs/tools check this for every domain).
+    """
 
     def __init__(self, cache: dict[tuple[str, str], bytes] | None = None):
+        """Start from a copy of the entity digests in ``cache`` (none if None)."""
         self.cache: dict[tuple[str, str], bytes] = dict(cache or {})
         self.tops: dict[str, bytes] = {}  # per collection, from its entities' digests
 
@@ -90,6 +92,7 @@ class World:
 
     @functools.cached_property
     def tools_text(self) -> str:
+        """The tools' JSON specs, one per line (computed once)."""
         return "\n".join(json.dumps(t.spec()) for t in self.domain.tools())
 
     def gold_state(self, task_id: str) -> str:
@@ -309,6 +312,7 @@ class ToolsEnv(AgentEnv[str, str]):
         sync_wait = 0.0
         for i, block in enumerate(parsed.calls, start=1):
             self._ep.attempts += 1
+            problem: dict[str, Any] | None
             if block.error is not None:
                 problem = error("malformed_call", "", block.error)
             else:
@@ -494,8 +498,11 @@ class ToolsEnv(AgentEnv[str, str]):
 
     # ------------------------------------------------------------------ oracle
     def oracle_action(self) -> str:
-        """Ask first on a clarification task, then each turn of gold calls not yet made,
-        then a summary quoting the answer facts."""
+        """The oracle's next action on the current task.
+
+        Ask first on a clarification task, then each turn of gold calls not yet made, then a
+        summary quoting the answer facts.
+        """
         if self.done:
             raise ResetNeeded("the episode is over: call reset() first")
         task = self.task
@@ -531,15 +538,19 @@ class ToolsEnv(AgentEnv[str, str]):
 
 
 class EcommerceEnv(ToolsEnv):
-    """:class:`ToolsEnv` over the e-commerce backend (catalogue, carts, orders, refunds,
-    shipping)."""
+    """:class:`ToolsEnv` over the e-commerce backend.
+
+    The backend holds the catalogue, carts, orders, refunds and shipping.
+    """
 
     domain = "ecommerce"
 
 
 class AccountsEnv(ToolsEnv):
-    """:class:`ToolsEnv` over the customer-accounts backend (profiles, addresses, loyalty
-    points, support tickets)."""
+    """:class:`ToolsEnv` over the customer-accounts backend.
+
+    The backend holds profiles, addresses, loyalty points and support tickets.
+    """
 
     domain = "accounts"
 

@@ -1,5 +1,7 @@
-"""The action grammar of the tool-call envs: ``<think>`` blocks, then ``<tool_call>`` blocks, or
-one ``<summary>``, or one ``<ask>``.
+"""The action grammar of the tool-call envs.
+
+An action is ``<think>`` blocks, then ``<tool_call>`` blocks, or one ``<summary>``, or one
+``<ask>``.
 
 :func:`parse_action` never raises: a malformed action comes back with kind ``"invalid"`` and an
 error that ends with :data:`GRAMMAR`; a call block whose JSON is malformed keeps the kind
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 GRAMMAR = (
@@ -98,6 +100,91 @@ def _decode_call(raw: str) -> tuple[str, dict[str, Any]] | str:
     return name, arguments
 
 
+@dataclass
+class _Blocks:
+    """The closed blocks of an action, in order, as the tag scan meets them."""
+
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[CallBlock] = field(default_factory=list)
+    bodies: list[tuple[str, int, int]] = field(default_factory=list)
+    """(tag, content start, content end) of each ``<summary>`` or ``<ask>`` block."""
+    kind: str | None = None
+
+    def close(
+        self, text: str, tag: str, start: int, inner: int, inner_end: int, end: int
+    ) -> str | None:
+        """Record the block ``text[start:end]`` (content ``text[inner:inner_end]``).
+
+        Returns:
+            Why the block breaks the grammar, or None when it fits.
+        """
+        self.segments.append({"tag": _SEGMENT_TAG[tag], "start": start, "end": end})
+        if tag == "think":
+            if self.kind is not None:
+                return "<think> after the action: think before acting"
+            return None
+        if self.kind is not None and self.kind != _KIND[tag]:
+            return f"<{tag}> mixed with <{_KIND_TAG[self.kind]}>: give one kind of action"
+        self.kind = _KIND[tag]
+        if tag == "tool_call":
+            raw = text[inner:inner_end]
+            decoded = _decode_call(raw)
+            if isinstance(decoded, str):
+                self.calls.append(CallBlock(start, end, raw, None, None, decoded))
+            else:
+                self.calls.append(CallBlock(start, end, raw, *decoded, None))
+        else:
+            self.bodies.append((tag, inner, inner_end))
+        return None
+
+
+def _scan(text: str) -> _Blocks | str:
+    """The blocks of ``text``, or why its tags or the text outside them break the grammar."""
+    blocks = _Blocks()
+    pos = 0  # end of the last closed block
+    open_tag: str | None = None
+    open_start = open_inner = 0
+    for m in _TAG.finditer(text):
+        closing, tag = m.group(1) == "/", m.group(2).lower()
+        if open_tag is None:
+            stray = _NON_SPACE.search(text, pos, m.start())
+            if stray:
+                return f"text outside the tags: {_excerpt(text[stray.start() :])}"
+            if closing:
+                return f"</{tag}> closes nothing"
+            open_tag, open_start, open_inner = tag, m.start(), m.end()
+            continue
+        if not closing:
+            return f"<{tag}> opened inside <{open_tag}>: tags cannot nest"
+        if tag != open_tag:
+            return f"</{tag}> closes <{open_tag}>"
+        open_tag, pos = None, m.end()
+        problem = blocks.close(text, tag, open_start, open_inner, m.start(), m.end())
+        if problem is not None:
+            return problem
+    if open_tag is not None:
+        return f"<{open_tag}> is never closed"
+    stray = _NON_SPACE.search(text, pos)
+    if stray:
+        return f"text outside the tags: {_excerpt(text[stray.start() :])}"
+    return blocks
+
+
+def _assemble(text: str, blocks: _Blocks) -> ParsedAction:
+    """The action that the well-nested ``blocks`` of ``text`` make, or an ``"invalid"`` one."""
+    if blocks.kind is None:
+        return _invalid("no action: write <tool_call>, <summary> or <ask> blocks")
+    if blocks.kind == "tool_calls":
+        return ParsedAction(blocks.kind, tuple(blocks.calls), "", tuple(blocks.segments), None)
+    if len(blocks.bodies) > 1:
+        return _invalid(f"{len(blocks.bodies)} <{blocks.bodies[0][0]}> blocks: give exactly one")
+    tag, inner, inner_end = blocks.bodies[0]
+    body = text[inner:inner_end].strip()
+    if not body:
+        return _invalid(f"empty <{tag}>")
+    return ParsedAction(blocks.kind, (), body, tuple(blocks.segments), None)
+
+
 def parse_action(text: object) -> ParsedAction:
     """Parse one action of the tool-call grammar (:data:`GRAMMAR`); never raises.
 
@@ -110,59 +197,7 @@ def parse_action(text: object) -> ParsedAction:
         return _invalid(f"an action is text, got {type(text).__name__}")
     if not text.strip():
         return _invalid("empty action")
-    segments: list[dict[str, Any]] = []
-    calls: list[CallBlock] = []
-    bodies: list[tuple[str, int, int]] = []  # (tag, content start, content end) of summary/ask
-    kind: str | None = None
-    pos = 0  # end of the last closed block
-    open_tag: str | None = None
-    open_start = open_inner = 0
-    for m in _TAG.finditer(text):
-        closing, tag = m.group(1) == "/", m.group(2).lower()
-        if open_tag is None:
-            stray = _NON_SPACE.search(text, pos, m.start())
-            if stray:
-                return _invalid(f"text outside the tags: {_excerpt(text[stray.start() :])}")
-            if closing:
-                return _invalid(f"</{tag}> closes nothing")
-            open_tag, open_start, open_inner = tag, m.start(), m.end()
-            continue
-        if not closing:
-            return _invalid(f"<{tag}> opened inside <{open_tag}>: tags cannot nest")
-        if tag != open_tag:
-            return _invalid(f"</{tag}> closes <{open_tag}>")
-        start, inner, inner_end, end = open_start, open_inner, m.start(), m.end()
-        open_tag, pos = None, end
-        segments.append({"tag": _SEGMENT_TAG[tag], "start": start, "end": end})
-        if tag == "think":
-            if kind is not None:
-                return _invalid("<think> after the action: think before acting")
-            continue
-        if kind is not None and kind != _KIND[tag]:
-            return _invalid(f"<{tag}> mixed with <{_KIND_TAG[kind]}>: give one kind of action")
-        kind = _KIND[tag]
-        if tag == "tool_call":
-            raw = text[inner:inner_end]
-            decoded = _decode_call(raw)
-            if isinstance(decoded, str):
-                calls.append(CallBlock(start, end, raw, None, None, decoded))
-            else:
-                calls.append(CallBlock(start, end, raw, *decoded, None))
-        else:
-            bodies.append((tag, inner, inner_end))
-    if open_tag is not None:
-        return _invalid(f"<{open_tag}> is never closed")
-    stray = _NON_SPACE.search(text, pos)
-    if stray:
-        return _invalid(f"text outside the tags: {_excerpt(text[stray.start() :])}")
-    if kind is None:
-        return _invalid("no action: write <tool_call>, <summary> or <ask> blocks")
-    if kind == "tool_calls":
-        return ParsedAction(kind, tuple(calls), "", tuple(segments), None)
-    if len(bodies) > 1:
-        return _invalid(f"{len(bodies)} <{bodies[0][0]}> blocks: give exactly one")
-    tag, inner, inner_end = bodies[0]
-    body = text[inner:inner_end].strip()
-    if not body:
-        return _invalid(f"empty <{tag}>")
-    return ParsedAction(kind, (), body, tuple(segments), None)
+    blocks = _scan(text)
+    if isinstance(blocks, str):
+        return _invalid(blocks)
+    return _assemble(text, blocks)

@@ -42,8 +42,10 @@ def _f1(matched: int, n_pred: int, n_gold: int) -> float:
 
 
 def _pairs(pred: Sequence[Call], gold: Sequence[Call]) -> list[tuple[Call, Call]]:
-    """Predicted and gold calls of the same name paired in order (the i-th prediction of a
-    name with the i-th gold call of that name)."""
+    """Predicted and gold calls of the same name, paired in order.
+
+    The i-th prediction of a name is paired with the i-th gold call of that name.
+    """
     by_name: dict[str, list[Call]] = {}
     for g in gold:
         by_name.setdefault(g["name"], []).append(g)
@@ -56,8 +58,11 @@ def _pairs(pred: Sequence[Call], gold: Sequence[Call]) -> list[tuple[Call, Call]
 
 
 def _structure(pred_turns: Sequence[Sequence[Call]], gold_turns: Sequence[Sequence[Call]]) -> float:
-    """The share of gold turns with several calls whose calls were all issued together in one
-    predicted turn (1.0 when the gold has none)."""
+    """The share of multi-call gold turns whose calls were issued together.
+
+    A gold turn with several calls counts when its calls were all issued together in one
+    predicted turn; the share is 1.0 when the gold has no such turn.
+    """
     groups = [Counter(map(canonical, t)) for t in gold_turns if len(t) > 1]
     if not groups:
         return 1.0

@@ -35,10 +35,13 @@ def conflicts(
 
 @dataclass(frozen=True)
 class LatencyModel:
-    """Virtual durations in milliseconds. A call's latency is its tool's mean (times
-    ``tool_scale``) times a log-normal factor drawn from ``(seed, call index)`` alone; an LLM
-    turn costs ``llm_overhead_ms + llm_ms_per_char · len(action)`` (a decoding-speed proxy
-    that needs no tokenizer)."""
+    """Virtual durations in milliseconds.
+
+    A call's latency is its tool's mean (times ``tool_scale``) times a log-normal factor drawn
+    from ``(seed, call index)`` alone; an LLM turn costs
+    ``llm_overhead_ms + llm_ms_per_char · len(action)`` (a decoding-speed proxy that needs no
+    tokenizer).
+    """
 
     seed: int = 0
     jitter: float = 0.25
@@ -75,6 +78,7 @@ class Scheduler:
     """The futures of one episode on a virtual clock (``now``, in ms)."""
 
     def __init__(self) -> None:
+        """Start with no futures and the clock at 0 ms."""
         self.now = 0.0
         self.futures: list[Future] = []
         self.delivered: set[str] = set()
@@ -88,8 +92,10 @@ class Scheduler:
         result: Any,
         ok: bool = True,
     ) -> Future:
-        """Issue a call at ``now``: it starts when every earlier conflicting call has
-        finished and takes ``latency_ms``."""
+        """Issue a call at ``now``.
+
+        It starts when every earlier conflicting call has finished and takes ``latency_ms``.
+        """
         start = max(
             [self.now]
             + [f.finish for f in self.futures if conflicts(f.reads, f.writes, reads, writes)]
@@ -117,9 +123,11 @@ class Scheduler:
         return [f for f in self.futures if f.id not in self.delivered]
 
     def collect(self, wait: str = "none") -> list[Future]:
-        """Deliver the results finished by ``now``, in (finish, issue) order. ``wait``:
-        "none" delivers what is ready; "any" first waits for the earliest pending one when
-        nothing is ready; "all" first waits for every pending one."""
+        """Deliver the results finished by ``now``, in (finish, issue) order.
+
+        ``wait``: "none" delivers what is ready; "any" first waits for the earliest pending one
+        when nothing is ready; "all" first waits for every pending one.
+        """
         pending = self.pending()
         if pending and wait == "all":
             self.now = max(self.now, max(f.finish for f in pending))

@@ -1,6 +1,7 @@
-"""Call validation against the tools' JSON Schemas: a compiled validator per tool for the
-common case (fastjsonschema), and a precise, structured error for the rest (jsonschema's
-error tree, classified). Nothing here raises on bad input.
+"""Call validation against the tools' JSON Schemas; nothing here raises on bad input.
+
+A compiled validator per tool for the common case (fastjsonschema), and a precise, structured
+error for the rest (jsonschema's error tree, classified).
 
 An error is a dict the agent can act on::
 
@@ -53,10 +54,13 @@ def error(code: str, tool: str, message: str, parameter: str = "") -> dict[str, 
 
 
 class Validator:
-    """Validates calls of one set of tools; ``check(name, arguments)`` returns None for a valid
-    call, else a structured error."""
+    """Validates calls of one set of tools.
+
+    ``check(name, arguments)`` returns None for a valid call, else a structured error.
+    """
 
     def __init__(self, tools: Iterable[Tool]):
+        """Compile each tool's schema: fastjsonschema to check, jsonschema to explain."""
         self.tools = {t.name: t for t in tools}
         self._fast: dict[str, Callable[[Any], Any]] = {
             name: fastjsonschema.compile(t.parameters) for name, t in self.tools.items()
