@@ -328,8 +328,10 @@ def leaderboard(
     db: DbOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Submissions ranked per env by mean success with 95% intervals; ties with the leader
-    (overlapping intervals) are marked."""
+    """Submissions ranked per env by mean success with 95% intervals.
+
+    Ties with the leader (overlapping intervals) are marked.
+    """
     if ctx.invoked_subcommand is not None:
         return
     command("leaderboard")(env, db, as_json)
@@ -371,10 +373,13 @@ def quickstart(
         int | None, typer.Option(help="GRPO steps after the warm start (default: the recipe's).")
     ] = None,
 ) -> None:
-    """The main job end to end on a small default: train the tiny policy on Search-Menu-Small
-    (SFT on oracle demonstrations, then GRPO), evaluate SFT alone, SFT + GRPO, the oracle and a
-    random agent over many seeds of the test split, report intervals and the paired
-    difference, plot, submit to a local leaderboard and print it."""
+    """The main job end to end on a small default.
+
+    Train the tiny policy on Search-Menu-Small (SFT on oracle demonstrations, then GRPO),
+    evaluate SFT alone, SFT + GRPO, the oracle and a random agent over many seeds of the test
+    split, report intervals and the paired difference, plot, submit to a local leaderboard and
+    print it.
+    """
     from agentgym.harness.compare import compare as paired
     from agentgym.harness.evaluate import evaluate
     from agentgym.harness.plot import plot_report

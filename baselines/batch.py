@@ -1,5 +1,7 @@
-"""The trainer's data types: the one batch object every credit hook receives (trajectories of
-turns) and the step context of services the trainer offers them.
+"""The trainer's data types: the batch every credit hook receives, and the step context.
+
+The batch is the one object of trajectories of turns that every hook receives; the step
+context holds the services the trainer offers the hooks.
 
 Layout (CREDIT.md §0): rollout ``i`` of a group has turns ``k = 0..K_i-1``; turn ``k`` is one
 training sample (prompt = the history the policy saw, response = its action). Every advantage is
@@ -110,8 +112,9 @@ class Trajectory:
     extras: dict[str, Any] = field(default_factory=dict)
 
     def step_returns(self, gamma: float) -> list[float]:
-        """Discounted step returns ``G_k = Σ_{k'≥k} γ^{k'−k} r_{k'}``, one per turn, with the
-        outcome ``R`` counted in the last turn's reward (GiGPO's ``R^s_{i,k}``).
+        """Discounted step returns ``G_k = Σ_{k'≥k} γ^{k'−k} r_{k'}``, one per turn.
+
+        The outcome ``R`` counts in the last turn's reward (GiGPO's ``R^s_{i,k}``).
         """
         G, running = [0.0] * len(self.turns), 0.0
         for k in reversed(range(len(self.turns))):
@@ -185,8 +188,9 @@ class Batch:
         return out
 
     def flat(self, per_turn: dict[Key, Tensor], keys: list[Key] | None = None) -> Tensor:
-        """Concatenate a ``(i, k)``-keyed dict of [L] arrays into one [T] array, in ``keys`` order
-        (default ``self.keys()``).
+        """Concatenate a ``(i, k)``-keyed dict of [L] arrays into one [T] array.
+
+        The arrays follow ``keys`` order (default ``self.keys()``).
         """
         keys = self.keys() if keys is None else keys
         if not keys:
@@ -194,9 +198,10 @@ class Batch:
         return torch.cat([per_turn[key] for key in keys])
 
     def token_index(self, keys: list[Key] | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        """Flat [T] ``(mask, seq_ids, turn_ids)`` for :func:`agentgym.baselines.losses.aggregate`,
-        aligned with :meth:`flat` over the same ``keys``: the policy mask, the trajectory index
-        of each token, and a batch-unique turn number of each token.
+        """Flat [T] ``(mask, seq_ids, turn_ids)`` for :func:`agentgym.baselines.losses.aggregate`.
+
+        They are aligned with :meth:`flat` over the same ``keys``: the policy mask, the
+        trajectory index of each token, and a batch-unique turn number of each token.
         """
         keys = self.keys() if keys is None else keys
         masks, seq_ids, turn_ids = [], [], []
@@ -211,8 +216,9 @@ class Batch:
         return torch.cat(masks), torch.cat(seq_ids), torch.cat(turn_ids)
 
     def subset(self, indices: list[int]) -> Batch:
-        """A batch of the trajectories at ``indices`` (renumbered 0..), with their advantages
-        and returns; ``metrics`` and ``extras`` are shared, not copied.
+        """A batch of the trajectories at ``indices`` (renumbered 0..), with their advantages.
+
+        Their returns come along too; ``metrics`` and ``extras`` are shared, not copied.
         """
         renumber = {old: new for new, old in enumerate(indices)}
 

@@ -12,8 +12,10 @@ from agentgym.terminal import out
 
 
 def train_command(args: list[str]) -> None:
-    """``agentgym train --out DIR [OPTIONS]``: parse the options of :class:`TrainConfig`,
-    train, and say where the final checkpoint is (``--help`` lists every option).
+    """``agentgym train --out DIR [OPTIONS]``: train from the options of :class:`TrainConfig`.
+
+    Parse the options, train, and say where the final checkpoint is (``--help`` lists every
+    option).
     """
     if "--help" in args or "-h" in args:
         out.print("Usage: agentgym train --out DIR [OPTIONS]\n\nOptions:", markup=False)

@@ -106,8 +106,9 @@ class LogConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """One training run; every field of every group is a command-line option of
-    ``agentgym train``.
+    """One training run.
+
+    Every field of every group is a command-line option of ``agentgym train``.
     """
 
     env: str = "agentgym/Search-Menu-Small-v0"
@@ -142,9 +143,7 @@ class TrainConfig:
         return cfg
 
     def to_json(self) -> dict[str, Any]:
-        """The option values by flat name (as ``train_config.json`` and checkpoints keep
-        them).
-        """
+        """The option values by flat name (as ``train_config.json`` and checkpoints keep them)."""
         return options.flat(self)
 
 

@@ -33,6 +33,8 @@ def clipped_surrogate(
         logp: [T] log π_θ(y_t), with grad.
         logp_old: [T] log π_old(y_t).
         adv: [T] advantages A_t.
+        eps_lo: ε_lo, the clip range below 1 (ratios under ``1 − eps_lo`` are clipped).
+        eps_hi: ε_hi, the clip range above 1 (ratios over ``1 + eps_hi`` are clipped).
 
     Returns:
         [T] token losses, to be reduced by :func:`aggregate`.
@@ -123,8 +125,10 @@ def aggregate(
 
 
 def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
-    """Per-token k3 estimate of KL(π_θ‖π_ref), verl's ``low_var_kl`` (Schulman, "Approximating
-    KL divergence", 2020): with ``x = ref_logp − logp``, ``k3 = eˣ − x − 1 ≥ 0``.
+    """Per-token k3 estimate of KL(π_θ‖π_ref), verl's ``low_var_kl``.
+
+    From Schulman, "Approximating KL divergence", 2020: with ``x = ref_logp − logp``,
+    ``k3 = eˣ − x − 1 ≥ 0``.
 
     Clamped like verl: ``x`` to [−20, 20] and the result to [−10, 10], so one outlier token
     cannot blow up the loss.
@@ -149,8 +153,9 @@ def _td_errors(
     gamma: float,
     lam: float,
 ) -> tuple[Tensor, Tensor]:
-    """δ_t = r_t + γ V(s_{t+1}) (1 − terminated_t) − V(s_t), and the trace factor
-    c_t = γλ (1 − done_t) that links step t to step t+1.
+    """TD errors δ_t = r_t + γ V(s_{t+1}) (1 − terminated_t) − V(s_t), and trace factors.
+
+    The trace factor c_t = γλ (1 − done_t) links step t to step t+1.
     """
     terminated = terminated.to(torch.bool)
     done = terminated | truncated.to(torch.bool)
@@ -168,9 +173,10 @@ def gae_loop(
     gamma: float = 1.0,
     lam: float = 1.0,
 ) -> tuple[Tensor, Tensor]:
-    """Generalised advantage estimation, the reference loop (Schulman et al. 2016,
-    arXiv 1506.02438); see :func:`gae` for the arguments. Kept as the readable definition that
-    the vectorised version is tested against.
+    """Generalised advantage estimation, the reference loop.
+
+    Schulman et al. 2016, arXiv 1506.02438; see :func:`gae` for the arguments. Kept as the
+    readable definition that the vectorised version is tested against.
     """
     delta, c = _td_errors(rewards, values, next_values, terminated, truncated, gamma, lam)
     advantages = torch.zeros_like(delta)
@@ -190,8 +196,9 @@ def gae(
     gamma: float = 1.0,
     lam: float = 1.0,
 ) -> tuple[Tensor, Tensor]:
-    """Generalised advantage estimation over a flat sequence of policy-token steps (Schulman et
-    al. 2016, arXiv 1506.02438), vectorised.
+    """Generalised advantage estimation over a flat sequence of policy-token steps, vectorised.
+
+    Schulman et al. 2016, arXiv 1506.02438.
 
     ``δ_t = r_t + γ V(s_{t+1})(1 − terminated_t) − V(s_t)`` and
     ``A_t = δ_t + γλ (1 − done_t) A_{t+1}`` with ``done = terminated | truncated``: a truncated
@@ -232,7 +239,8 @@ def gae(
 
 
 def value_loss(values: Tensor, old_values: Tensor, returns: Tensor, clip: float | None) -> Tensor:
-    """Clipped value loss per token (PPO as in verl/CleanRL):
+    """Clipped value loss per token (PPO as in verl/CleanRL).
+
     ``½ max((V − G)², (clip(V, V_old − c, V_old + c) − G)²)``, or ``½ (V − G)²`` if clip is None.
 
     Args:
@@ -252,12 +260,14 @@ def value_loss(values: Tensor, old_values: Tensor, returns: Tensor, clip: float 
 
 
 def whiten(x: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
-    """Whiten ``x`` over the masked entries: ``(x − mean) / (std + eps)`` with the unbiased std;
-    entries outside the mask become 0 (the convention for advantages of non-policy tokens).
+    """Whiten ``x`` over the masked entries: ``(x − mean) / (std + eps)`` with the unbiased std.
+
+    Entries outside the mask become 0 (the convention for advantages of non-policy tokens).
 
     Args:
         x: [...] values.
         mask: same shape, 1/True where the entry counts.
+        eps: added to the std, so that equal entries divide by ``eps`` rather than 0.
     """
     m = mask.to(torch.bool)
     n = m.sum()

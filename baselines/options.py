@@ -1,5 +1,6 @@
-"""Command-line options from frozen config dataclasses: one ``--name VALUE`` per field, with
-the field's docstring as its help (the CleanRL/tyro habit, without a second source of truth).
+"""Command-line options from frozen config dataclasses: one ``--name VALUE`` per field.
+
+The field's docstring is its help (the CleanRL/tyro habit, without a second source of truth).
 
 A config may hold groups: a field whose value is itself a config dataclass. A group's fields
 become options of their own, named by the field name with the group's prefix (its field
@@ -97,8 +98,9 @@ def options(
 
 
 def build(cls: type, values: dict[str, Any], base: Any = None) -> Any:
-    """``cls`` built from option values by name (``{"sft_steps": 20}``), other fields from
-    ``base`` (default: ``cls()``).
+    """``cls`` built from option values by name (``{"sft_steps": 20}``).
+
+    Other fields come from ``base`` (default: ``cls()``).
 
     Raises:
         BadInput: an unknown option name, or a value the config refuses.
@@ -153,8 +155,9 @@ def options_help(cls: type) -> str:
 
 
 def parse_options(cls: type, args: list[str], **given: Any) -> Any:
-    """Build ``cls`` from ``--name value`` pairs (``--flag``/``--no-flag`` for bools) and
-    ``given`` option values.
+    """Build ``cls`` from ``--name value`` pairs and ``given`` option values.
+
+    A bool option is ``--flag``/``--no-flag``.
 
     Raises:
         BadInput: an unknown option, a missing or malformed value.

@@ -177,8 +177,9 @@ class History:
         self._later: dict[int, list[int]] = {}
 
     def observe(self, observation: Any, info: Mapping[str, Any] | None = None) -> None:
-        """Append the observation the policy acts from next (``info`` of the first one
-        supplies the privileged view's text).
+        """Append the observation the policy acts from next.
+
+        The ``info`` of the first one supplies the privileged view's text.
         """
         if not self.observations and info is not None and self.privileged_context is None:
             context = info.get(PRIVILEGED_KEY)
@@ -244,8 +245,9 @@ class Action:
 
 
 def action_choices(policy: Policy, info: Mapping[str, Any], constrained: bool) -> Choices | None:
-    """The actions decoding is constrained to at a state: its admissible actions, encoded,
-    when ``constrained`` and the env lists them; else None (free text).
+    """The actions decoding is constrained to at a state, or None (free text).
+
+    They are its admissible actions, encoded, when ``constrained`` and the env lists them.
     """
     admissible = info.get("admissible_actions") if constrained else None
     return encode_actions(policy.tokenizer, admissible) if admissible else None

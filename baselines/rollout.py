@@ -73,6 +73,7 @@ class EnvPool:
         self.supports_snapshot = bool(getattr(self.envs[0].unwrapped, "supports_snapshot", False))
 
     def __len__(self) -> int:
+        """The number of instances."""
         return len(self.envs)
 
     def grow(self, n: int) -> None:
@@ -96,9 +97,10 @@ class _Slot:
 
 
 def pick_tasks(pool: EnvPool, n: int, rng: np.random.Generator) -> list[tuple[str, int]]:
-    """``n`` distinct train-split tasks of the pool's env, each with a fresh reset seed:
-    ``(task_id, seed)`` pairs drawn from ``rng`` (with replacement once ``n`` exceeds the
-    split).
+    """``n`` distinct train-split tasks of the pool's env, each with a fresh reset seed.
+
+    Returns ``(task_id, seed)`` pairs drawn from ``rng`` (with replacement once ``n`` exceeds
+    the split).
     """
     env: Any = pool.envs[0].unwrapped
     task_ids = env.task_ids("train")
@@ -244,8 +246,10 @@ def replay(
     node_id: str | None = None,
     score: bool = True,
 ) -> Trajectory:
-    """Play the action texts ``actions`` teacher-forced from ``reset(seed, task_id)``: the
-    turns :func:`collect` records when the policy happens to choose exactly these actions.
+    """Play the action texts ``actions`` teacher-forced from ``reset(seed, task_id)``.
+
+    The result is the turns :func:`collect` records when the policy happens to choose exactly
+    these actions.
 
     Turn ``k`` gets the prompt the policy would have seen there (``cfg.prompt``), the
     response ``tokenizer.encode(action) + [eos]``, the env's reward (minus
@@ -330,8 +334,9 @@ def replay(
 
 
 def _score_replay(policy: Policy, turns: list[Turn]) -> None:
-    """Fill ``logp_old`` of ``turns`` with one ``policy.logprobs`` call (masked where a turn
-    has ``allowed_tokens``).
+    """Fill ``logp_old`` of ``turns`` with one ``policy.logprobs`` call.
+
+    The call is masked where a turn has ``allowed_tokens``.
     """
     prompts = [t.prompt_ids for t in turns]
     responses = [t.response_ids for t in turns]
@@ -362,8 +367,9 @@ def _check_parent(parent: Trajectory, k: int, cfg: RolloutConfig) -> None:
 
 
 def _shared(turn: Turn) -> Turn:
-    """A copy of a parent's turn for a branch's shared prefix (tensors are shared, the
-    ``extras`` and ``info`` dicts are not).
+    """A copy of a parent's turn for a branch's shared prefix.
+
+    Tensors are shared, the ``extras`` and ``info`` dicts are not.
     """
     extras = {**turn.extras, "shared": True}
     return dataclasses.replace(turn, info=dict(turn.info), extras=extras)
@@ -454,8 +460,10 @@ def _check_context(
     prompts: list[list[int]],
     choices: list[Choices | None],
 ) -> None:
-    """Refuse a concat prompt that, with the longest response the batch allows (a constrained
-    row's budget grows to its longest choice), would not fit: the policy would cut it.
+    """Refuse a concat prompt that would not fit with the longest response the batch allows.
+
+    A constrained row's budget grows to its longest choice; a prompt that does not fit would
+    be cut by the policy.
     """
     limit = context_limit(policy)
     if limit is None:

@@ -1,5 +1,6 @@
-"""Scoring turns under the two sample layouts of CREDIT.md §0 (prompts are built in
-:mod:`agentgym.baselines.prompt`).
+"""Scoring turns under the two sample layouts of CREDIT.md §0.
+
+Prompts are built in :mod:`agentgym.baselines.prompt`.
 
 Every rollout is stored per turn (``Batch`` keys ``(i, k)``) in both layouts, so credit
 variants keep per-turn identity and ``state_key``. A per-step turn is scored as its own
@@ -22,8 +23,10 @@ Scorer = Callable[..., list[Tensor]]
 
 
 def context_limit(policy: Any) -> int | None:
-    """The most tokens (prompt + response) the policy can attend over, or None if unknown:
-    ``config.max_len`` (TinyPolicy) or the model's ``max_position_embeddings`` (HFPolicy).
+    """The most tokens (prompt + response) the policy can attend over, or None if unknown.
+
+    That is ``config.max_len`` (TinyPolicy) or the model's ``max_position_embeddings``
+    (HFPolicy).
     """
     limit = getattr(getattr(policy, "config", None), "max_len", None)
     if isinstance(limit, int):
@@ -37,8 +40,10 @@ def context_limit(policy: Any) -> int | None:
 
 
 def turn_logprobs(policy: Any, batch: Batch, keys: Sequence[Key], *, grad: bool) -> list[Tensor]:
-    """``log π(y_t)`` of every response token of the turns at ``keys``, one [L] tensor per key
-    aligned with that turn's ``response_ids``, as ``policy.logprobs`` per turn would give.
+    """``log π(y_t)`` of every response token of the turns at ``keys``, one [L] tensor per key.
+
+    Each is aligned with that turn's ``response_ids``, as ``policy.logprobs`` per turn would
+    give.
 
     Per-step trajectories are scored as ``policy.logprobs(prompts, responses, grad=grad)``
     over their turns (exactly that call when the batch holds no concat rollout). A
@@ -53,8 +58,9 @@ def turn_logprobs(policy: Any, batch: Batch, keys: Sequence[Key], *, grad: bool)
 
 
 def turn_values(policy: Any, batch: Batch, keys: Sequence[Key], *, grad: bool) -> list[Tensor]:
-    """``policy.values`` per turn at ``keys``, with the same one-sequence-per-concat-rollout
-    scoring as :func:`turn_logprobs`.
+    """``policy.values`` per turn at ``keys``.
+
+    Concat rollouts are scored as one sequence each, as in :func:`turn_logprobs`.
     """
     return _score_turns(policy.values, policy, batch, keys, grad=grad)
 
@@ -68,8 +74,10 @@ def _score_turns(
     grad: bool,
     masked: bool = False,
 ) -> list[Tensor]:
-    """Score the turns at ``keys`` (see :func:`turn_logprobs`); ``masked``: pass each
-    turn's ``allowed_tokens`` so log-probs are those of the distribution decoding sampled.
+    """Score the turns at ``keys`` (see :func:`turn_logprobs`).
+
+    ``masked``: pass each turn's ``allowed_tokens`` so log-probs are those of the
+    distribution decoding sampled.
     """
     limit = context_limit(policy)
     by_traj: dict[int, list[int]] = {}

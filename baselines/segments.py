@@ -55,8 +55,9 @@ def token_char_spans(tokenizer: Any, ids: Sequence[int]) -> tuple[str, list[tupl
 
 
 def _tag_of(start: int, end: int, segments: Sequence[Mapping[str, Any]], size: int) -> str:
-    """The tag of the segment overlapping ``[start, end)`` most (the first on a tie); a span
-    of no characters takes the tag of the character it begins, if any.
+    """The tag of the segment overlapping ``[start, end)`` most (the first on a tie).
+
+    A span of no characters takes the tag of the character it begins, if any.
     """
     if start == end:
         if start >= size:

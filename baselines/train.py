@@ -1,6 +1,8 @@
-"""The PPO/GRPO loop, read top to bottom. It never names a credit variant: every variant
-acts through the plan's hooks (``sample, transform, score, advantages, shape, aux_loss,
-grad_hook``) on one :class:`~agentgym.baselines.batch.Batch` per step.
+"""The PPO/GRPO loop, read top to bottom.
+
+It never names a credit variant: every variant acts through the plan's hooks (``sample,
+transform, score, advantages, shape, aux_loss, grad_hook``) on one
+:class:`~agentgym.baselines.batch.Batch` per step.
 
     SFT warm start on oracle demonstrations
     for each step:  rollouts -> transform -> score -> advantages -> shape
@@ -38,8 +40,10 @@ from agentgym.registry import make
 
 
 def credit_settings(cfg: TrainConfig) -> dict[str, Any]:
-    """``cfg.credit_settings`` parsed: variant name -> its settings (checked against the
-    variants of ``cfg.credit``; each variant checks its own fields when it is built).
+    """``cfg.credit_settings`` parsed: variant name -> its settings.
+
+    The names are checked against the variants of ``cfg.credit``; each variant checks its own
+    fields when it is built.
     """
     if not cfg.credit_settings.strip():
         return {}
@@ -57,8 +61,10 @@ def credit_settings(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def make_policy(cfg: TrainConfig) -> Any:
-    """The policy to train: a tiny transformer with a tokenizer fitted to the env's text, or a
-    local Hugging Face model, or the policy of the checkpoint ``cfg.model.init``.
+    """The policy to train.
+
+    That is a tiny transformer with a tokenizer fitted to the env's text, or a local Hugging
+    Face model, or the policy of the checkpoint ``cfg.model.init``.
     """
     if cfg.model.init:
         return load_policy(Path(cfg.model.init))
@@ -84,8 +90,9 @@ def make_policy(cfg: TrainConfig) -> Any:
 
 
 def load_policy(path: Path) -> Any:
-    """The policy inside a checkpoint directory, loaded by the class its manifest names
-    (safetensors + JSON; nothing is unpickled).
+    """The policy inside a checkpoint directory, loaded by the class its manifest names.
+
+    It reads safetensors + JSON; nothing is unpickled.
     """
     from agentgym.agents.checkpoint import is_checkpoint_dir, read_manifest
 
@@ -151,8 +158,9 @@ def rollout_config(cfg: TrainConfig, **overrides: Any) -> RolloutConfig:
 
 
 def sft(policy: Any, demos: list[Demo], cfg: TrainConfig) -> float:
-    """Teacher forcing on the demonstrations with a warm-up + cosine learning rate; returns
-    the last batch's mean NLL per token.
+    """Teacher forcing on the demonstrations with a warm-up + cosine learning rate.
+
+    Returns the last batch's mean NLL per token.
     """
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.sft.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_cosine(cfg.sft.steps))
@@ -172,8 +180,9 @@ def sft(policy: Any, demos: list[Demo], cfg: TrainConfig) -> float:
 
 
 def _warmup_cosine(steps: int, warmup: float = 0.05) -> Any:
-    """The learning-rate factor at each step: linear warm-up over the first ``warmup`` share
-    of ``steps``, then cosine decay to zero.
+    """The learning-rate factor at each step.
+
+    Linear warm-up over the first ``warmup`` share of ``steps``, then cosine decay to zero.
     """
     ramp = max(1, int(steps * warmup))
 
@@ -186,8 +195,9 @@ def _warmup_cosine(steps: int, warmup: float = 0.05) -> Any:
 
 
 def policy_loss(batch: Batch, policy: Any, ref: Any, plan: Any, cfg: TrainConfig) -> tuple:
-    """The clipped surrogate over the turns that have advantages, aggregated as the plan says,
-    plus the k3 KL to the reference. Returns (loss, metrics).
+    """The clipped surrogate over the turns that have advantages, plus the k3 KL to the reference.
+
+    The surrogate is aggregated as the plan says. Returns (loss, metrics).
     """
     advantages = batch.advantages or {}
     keys = list(advantages)
@@ -233,9 +243,7 @@ def rl_step(
     step: int,
     rng: np.random.Generator,
 ) -> dict[str, float]:
-    """One optimiser step: rollouts (the plan's sampler), the credit hooks, the loss, the
-    update.
-    """
+    """One optimiser step: rollouts (the plan's sampler), the credit hooks, the loss, the update."""
     ctx = StepContext(
         config=cfg,
         policy=policy,

@@ -28,8 +28,10 @@ def describe_agent(spec: str) -> dict[str, Any]:
 
 
 def load_agent(spec: str) -> Agent:
-    """Build an agent from its spec: ``random``, ``oracle``, ``module:Class``, a checkpoint
-    directory, or ``openai:URL#model`` (an OpenAI-compatible chat endpoint).
+    """Build an agent from its spec.
+
+    The spec is ``random``, ``oracle``, ``module:Class``, a checkpoint directory, or
+    ``openai:URL#model`` (an OpenAI-compatible chat endpoint).
 
     Raises:
         BadInput: the spec names no agent, or the class does not follow the Agent protocol.

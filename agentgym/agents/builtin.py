@@ -11,12 +11,16 @@ from agentgym.core.spaces import SAMPLE_ALPHABET
 
 
 class RandomAgent:
-    """Uniform over the menu (``info["action_mask"]``) or over ``info["admissible_actions"]``
-    where given, else a short random string. Seeded by ``reset``."""
+    """Uniform over the listed actions where the env lists them, else a short random string.
+
+    The listed actions are the menu (``info["action_mask"]``) or ``info["admissible_actions"]``
+    where given. Seeded by ``reset``.
+    """
 
     name = "random"
 
     def __init__(self) -> None:
+        """Seed the generator with 0 until ``reset`` reseeds it."""
         self._rng = np.random.default_rng(0)
         self.tokens_used = 0
 
@@ -42,6 +46,7 @@ class OracleAgent:
     name = "oracle"
 
     def __init__(self) -> None:
+        """Start unbound: ``bind`` gives the env before ``act``."""
         self._env: AgentEnv[Any, Any] | None = None
         self.tokens_used = 0
 

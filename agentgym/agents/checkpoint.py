@@ -58,8 +58,7 @@ def is_checkpoint_dir(path: PathLike) -> bool:
 
 
 def checkpoint_files(path: PathLike) -> list[tuple[str, Path]]:
-    """The files that make up a checkpoint, as ``(relative POSIX path, path)`` sorted by
-    relative path.
+    """The files that make up a checkpoint, as ``(relative POSIX path, path)`` by relative path.
 
     Every regular file in the tree counts, except files named in ``JUNK_NAMES`` and nested
     checkpoints (a subdirectory holding its own ``agentgym_agent.json``, such as the
@@ -100,11 +99,11 @@ def _walk(root: Path, directory: Path, found: list[tuple[str, Path]]) -> None:
 
 
 def checkpoint_sha256(path: PathLike) -> str:
-    """A hex sha256 that identifies a checkpoint's contents on any machine.
+    r"""A hex sha256 that identifies a checkpoint's contents on any machine.
 
     The digest covers the files of ``checkpoint_files`` in order of their relative POSIX
-    paths. It is the sha256 of ``b"agentgym-checkpoint-sha256-v1\\0"`` followed, for each
-    file, by its UTF-8 relative path, a ``\\0`` byte, its size as 8 bytes big-endian and its
+    paths. It is the sha256 of ``b"agentgym-checkpoint-sha256-v1\0"`` followed, for each
+    file, by its UTF-8 relative path, a ``\0`` byte, its size as 8 bytes big-endian and its
     bytes. Names, contents and the tree's shape count; timestamps, permissions, empty
     directories, OS junk files and nested checkpoints do not.
 
@@ -209,7 +208,7 @@ def _from_checkpoint_of(spec: str) -> Callable[[Path, dict[str, Any]], Any]:
             f"{spec} cannot load checkpoints: it needs a classmethod "
             "from_checkpoint(path: Path, config: dict) -> Agent"
         )
-    return from_checkpoint  # type: ignore[no-any-return]
+    return from_checkpoint
 
 
 def load_tensors(path: PathLike, filename: str = TENSORS_FILE) -> dict[str, np.ndarray]:

@@ -76,8 +76,11 @@ def observation_text(observation: Any) -> str:
 
 
 def user_message(observation: Any, info: dict[str, Any]) -> str:
-    """The user message for one turn: the observation, plus the admissible actions when the
-    env lists them in ``info`` but the observation text does not show them all."""
+    """The user message for one turn: the observation, plus the admissible actions if hidden.
+
+    The admissible actions are appended when the env lists them in ``info`` but the
+    observation text does not show them all.
+    """
     text = observation_text(observation)
     admissible = info.get("admissible_actions")
     if admissible and not all(str(a) in text for a in admissible):
@@ -149,6 +152,7 @@ class OpenAIChatAgent:
         max_history: int = 20,
         api_key: str | None = None,
     ) -> None:
+        """Check the settings and start with no conversation (arguments: see the class)."""
         _import_openai()  # fail at load time, not in the first episode
         if max_tokens < 1 or timeout <= 0 or max_retries < 0 or max_history < 0:
             raise BadInput(
@@ -206,8 +210,10 @@ class OpenAIChatAgent:
         return [dict(m) for m in self._history]
 
     def messages(self) -> list[dict[str, str]]:
-        """The context sent before the next observation: system prompt, first turn pair and
-        the last ``max_history`` turn pairs."""
+        """The context sent before the next observation.
+
+        That is the system prompt, the first turn pair and the last ``max_history`` turn pairs.
+        """
         system = [{"role": "system", "content": self._system or SYSTEM_PROMPT}]
         pairs = len(self._history) // 2
         if pairs <= self.max_history + 1:
@@ -224,6 +230,7 @@ class OpenAIChatAgent:
             self._client = None
 
     def __getstate__(self) -> dict[str, Any]:
+        """The agent's attributes for pickling, without the HTTP client."""
         state = dict(self.__dict__)
         state["_client"] = None  # HTTP clients do not pickle; a worker opens its own
         return state
@@ -277,8 +284,10 @@ class OpenAIChatAgent:
 
 
 def system_prompt(info: dict[str, Any]) -> str:
-    """The generic system prompt, with the hint to pick a listed action where there are
-    ``info["admissible_actions"]``."""
+    """The generic system prompt, with the hint to pick a listed action where the env lists them.
+
+    The hint is added when ``info`` has ``info["admissible_actions"]``.
+    """
     if info.get("admissible_actions"):
         return f"{SYSTEM_PROMPT} {ADMISSIBLE_HINT}"
     return SYSTEM_PROMPT

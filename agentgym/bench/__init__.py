@@ -37,9 +37,12 @@ def run_bench(
     rl_steps: int | None = None,
     env: str | None = None,
 ) -> dict[str, Any]:
-    """Run one part's benchmark and print its tables (``quick``: small sizes, a smoke run;
-    ``variants``: comma-separated credit variants and ``rl_steps``: each variant's RL steps,
-    ``env``: the env whose recipe it trains, all three for the learning part only)."""
+    """Run one part's benchmark and print its tables.
+
+    ``quick``: small sizes, a smoke run; ``variants``: comma-separated credit variants and
+    ``rl_steps``: each variant's RL steps, ``env``: the env whose recipe it trains, all three
+    for the learning part only.
+    """
     if part not in PARTS:
         raise BadInput(f"unknown bench part {part!r}: available: {', '.join(PARTS)}")
     options: dict[str, Any] = {}

@@ -69,6 +69,7 @@ class Ctx:
     env_kwargs: dict[str, Any]
 
     def make(self, **extra: Any) -> gym.Env[Any, Any]:
+        """A fresh env of ``env_id`` made with ``env_kwargs``, ``extra`` overriding them."""
         return make(self.env_id, **{**self.env_kwargs, **extra})
 
 
@@ -97,7 +98,7 @@ def play(
 
 # ---------------------------------------------------------------------- the checks
 def check_gymnasium(ctx: Ctx) -> None:
-    """gymnasium's check_env passes without a single warning."""
+    """Gymnasium's check_env passes without a single warning."""
     env = ctx.make()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

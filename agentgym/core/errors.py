@@ -15,6 +15,7 @@ class UnknownEnv(BadInput, KeyError):
     """An environment id that is not registered."""
 
     def __str__(self) -> str:  # KeyError would quote the message
+        """The message as given, unquoted."""
         return str(self.args[0]) if self.args else ""
 
 
@@ -26,6 +27,7 @@ class MissingInfoKey(AgentGymError, KeyError):
     """An environment lacks an info key or an ability that a component needs."""
 
     def __str__(self) -> str:
+        """The message as given, unquoted (KeyError would quote it)."""
         return str(self.args[0]) if self.args else ""
 
 

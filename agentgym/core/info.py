@@ -29,8 +29,11 @@ class ToolCall(TypedDict):
 
 
 class Provenance(TypedDict):
-    """Node ids of the environment's graph. ``visited`` and ``cited`` accumulate over the
-    episode; ``produced`` and ``consumed`` concern the last action only."""
+    """Node ids of the environment's graph.
+
+    ``visited`` and ``cited`` accumulate over the episode; ``produced`` and ``consumed``
+    concern the last action only.
+    """
 
     visited: list[str]
     cited: list[str]
@@ -122,8 +125,11 @@ def _problem(key: str, value: Any) -> str | None:
 
 
 def info_problems(info: dict[str, Any], *, privileged: bool) -> list[str]:
-    """List what is wrong with an info dict: missing required keys, wrong types, and privileged
-    keys where they must not be (or absent where ``privileged`` asks for them)."""
+    """List what is wrong with an info dict.
+
+    That is missing required keys, wrong types, and privileged keys where they must not be
+    (or absent where ``privileged`` asks for them).
+    """
     problems = [f"info lacks required key {k!r}" for k in REQUIRED_KEYS if k not in info]
     for key, value in info.items():
         if key in _TYPES:

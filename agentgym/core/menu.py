@@ -39,6 +39,7 @@ class Menu:
         self._by_text = {item.casefold(): i for i, item in reversed(list(enumerate(self.items)))}
 
     def __len__(self) -> int:
+        """The number of items offered."""
         return len(self.items)
 
     def mask(self) -> np.ndarray:

@@ -56,12 +56,15 @@ class String(Space[str]):
         return isinstance(x, str)
 
     def __repr__(self) -> str:
+        """``String()``."""
         return "String()"
 
     def __eq__(self, other: object) -> bool:
+        """Every ``String`` space equals every other: they all hold every ``str``."""
         return isinstance(other, String)
 
     def __hash__(self) -> int:
+        """The same hash for every ``String`` space, as they are all equal."""
         return hash(String)
 
     def to_jsonable(self, sample_n: Any) -> list[str]:

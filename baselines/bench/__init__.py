@@ -1,3 +1,5 @@
-"""The trainer's benchmarks: ``trainer`` (tokens per second against TRL's GRPOTrainer) and
-``learning`` (test success of credit variants at an equal token budget).
+"""The trainer's benchmarks: ``trainer`` and ``learning``.
+
+``trainer`` measures tokens per second against TRL's GRPOTrainer; ``learning`` the test
+success of credit variants at an equal token budget.
 """

@@ -89,8 +89,9 @@ def task_rows(n: int) -> list[dict[str, str]]:
 
 
 def reward(completion: str, word: str) -> float:
-    """1.0 if ``completion`` contains ``word``, else half the share of the word's distinct
-    letters that occur in it.
+    """1.0 if ``completion`` contains ``word``, else partial credit for its letters.
+
+    The partial credit is half the share of the word's distinct letters that occur in it.
     """
     if word in completion:
         return 1.0
@@ -102,8 +103,9 @@ def reward(completion: str, word: str) -> float:
 
 
 def build_tokenizer(vocab_size: int = 320) -> Any:
-    """A byte-level BPE tokenizer trained on the task text, as a ``PreTrainedTokenizerFast``
-    with ``<pad>`` = 0, ``<eos>`` = 1, ``<bos>`` = 2 and no post-processor (no special token
+    """A byte-level BPE tokenizer trained on the task text, as a ``PreTrainedTokenizerFast``.
+
+    It has ``<pad>`` = 0, ``<eos>`` = 1, ``<bos>`` = 2 and no post-processor (no special token
     is added to an encoded prompt, by TRL or by us).
     """
     from agentgym.baselines.policies.tokenizer import hf_tokenizer
@@ -166,10 +168,12 @@ class RunResult:
 
     @property
     def tokens_per_s(self) -> float:
+        """Completion tokens per second of the timed steps (0 when no time was measured)."""
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
 
 def set_threads(settings: Settings) -> None:
+    """Apply ``settings.threads`` to torch (0 leaves torch's default)."""
     import torch
 
     if settings.threads > 0:
@@ -177,4 +181,5 @@ def set_threads(settings: Settings) -> None:
 
 
 def mean(xs: list[float]) -> float:
+    """The mean of ``xs``; 0.0 for none."""
     return float(statistics.fmean(xs)) if xs else 0.0

@@ -1,5 +1,6 @@
-"""Learning on this machine: test-split success against training wall-clock for the tiny
-policy on Search-Menu-Small (or another env with a recipe, ``--env``). One SFT warm start
+"""Learning on this machine: test-split success against training wall-clock for the tiny policy.
+
+The env is Search-Menu-Small (or another env with a recipe, ``--env``). One SFT warm start
 from the oracle's demonstrations, then each credit variant from that same checkpoint with
 the same seed and step budget; every kept checkpoint is evaluated greedily on the test split
 over many seeds through the harness, and each variant is compared with grpo (and grpo with
@@ -30,8 +31,10 @@ GOAL = {"success": 0.8, "seconds": 15 * 60}
 
 @dataclass(frozen=True)
 class Budget:
-    """What every variant gets: the warm start's and each variant's training settings (one
-    ``TrainConfig``; ``steps`` is each variant's RL steps) and the test seeds per checkpoint.
+    """What every variant gets: training settings and the test seeds per checkpoint.
+
+    The training settings are the warm start's and each variant's, in one ``TrainConfig``
+    (``steps`` is each variant's RL steps).
     """
 
     train: TrainConfig
@@ -39,6 +42,7 @@ class Budget:
 
     @property
     def env(self) -> str:
+        """The env id trained on and tested on."""
         return self.train.env
 
 
@@ -74,6 +78,7 @@ def run(
     env: str = ENV_ID,
 ) -> dict[str, Any]:
     """Warm start, the variants, the evaluations, the comparisons; prints two tables.
+
     ``rl_steps`` replaces the budget's RL steps per variant; ``env`` picks the recipe.
     """
     from agentgym.baselines.credit import compose

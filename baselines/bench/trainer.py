@@ -1,7 +1,8 @@
-"""Trainer speed: rollout + update throughput (completion tokens per second) of our GRPO step
-against TRL's ``GRPOTrainer``, on the same tiny Hugging Face model and the same single-turn
-task, in alternating runs of one process. The goal (ours at least twice TRL's rate) is
-reported, never asserted.
+"""Trainer speed: throughput of our GRPO step against TRL's ``GRPOTrainer``.
+
+Throughput is rollout + update completion tokens per second, on the same tiny Hugging Face
+model and the same single-turn task, in alternating runs of one process. The goal (ours at
+least twice TRL's rate) is reported, never asserted.
 
 The model and tokenizer are built offline on the spot (nothing is downloaded): a byte-level
 BPE tokenizer trained on the task text and a randomly initialised 2-layer GPT-2, written
@@ -220,7 +221,7 @@ def run_trl(model_dir: Path, settings: Settings, run: int, work: Path) -> RunRes
     reward_fn.__name__ = "say_the_word"
     clock: list[tuple[float, int, int]] = []  # (time, tokens so far, reward count) at step ends
 
-    class StepClock(TrainerCallback):  # type: ignore[misc]
+    class StepClock(TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             clock.append((time.perf_counter(), sum(counted), len(rewards)))
 

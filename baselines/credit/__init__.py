@@ -92,6 +92,7 @@ class CreditVariant:
         """No settings."""
 
     def __init_subclass__(cls, **kwargs: Any):
+        """Derive the subclass's ``slots`` and check its ``aggregation``."""
         super().__init_subclass__(**kwargs)
         cls.slots = frozenset(h for h in HOOKS if getattr(cls, h) is not getattr(CreditVariant, h))
         cls.requires_info = frozenset(cls.requires_info)
@@ -106,6 +107,7 @@ class CreditVariant:
         self.cfg = resolve_config(type(self), config)
 
     def __repr__(self) -> str:
+        """The class name and the settings."""
         return f"{type(self).__name__}({self.cfg})"
 
     # ------------------------------------------------------------------ hooks, in loop order
@@ -116,13 +118,15 @@ class CreditVariant:
         """Edit the trajectories before scoring: rollout editing, probe insertion, tagging."""
 
     def score(self, batch: Batch, ctx: Context) -> None:
-        """Extra forward passes without grad (values, teacher or reference log-probs, probes);
-        results go into ``Turn``/``Trajectory`` fields or their ``extras``.
+        """Extra forward passes without grad (values, teacher or reference log-probs, probes).
+
+        Results go into ``Turn``/``Trajectory`` fields or their ``extras``.
         """
 
     def advantages(self, batch: Batch, ctx: Context) -> None:
-        """Fill ``batch.advantages`` with [L] token arrays keyed by ``(i, k)`` (single slot;
-        default ``grpo``).
+        """Fill ``batch.advantages`` with [L] token arrays keyed by ``(i, k)``.
+
+        A single slot; the default is ``grpo``.
         """
 
     def shape(self, batch: Batch, ctx: Context) -> None:
@@ -297,6 +301,7 @@ class Plan:
         return frozenset().union(*(v.requires_abilities for v in self.variants))
 
     def __str__(self) -> str:
+        """The variants' names joined by ``+``, in plan order."""
         return "+".join(self.names)
 
     def chain(self, hook: str) -> tuple[CreditVariant, ...]:

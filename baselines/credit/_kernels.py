@@ -55,8 +55,9 @@ def centre(values: Sequence[float]) -> list[float]:
 
 
 def state_buckets(batch: Batch, keys: Sequence[Key], who: str) -> list[list[Key]]:
-    """The turns at ``keys`` grouped by (group id, ``state_key``), buckets in order of first
-    appearance, turns in ``keys`` order.
+    """The turns at ``keys`` grouped by (group id, ``state_key``).
+
+    Buckets come in order of first appearance, turns in ``keys`` order.
 
     Args:
         batch: holds the turns.

@@ -1,5 +1,7 @@
-"""BAR: Balanced Adaptive Rollout, the sampler of Orchard (Peng et al. 2026, arXiv 2605.15040),
-as CREDIT.md §3 derives it (the paper text could not be read: the rules below are a design).
+"""BAR: Balanced Adaptive Rollout, the sampler of Orchard, as CREDIT.md §3 derives it.
+
+Orchard is Peng et al. 2026, arXiv 2605.15040; the paper text could not be read: the rules
+below are a design.
 
 Per task a Beta(α, β) posterior of the success probability ``p``, kept across steps and updated
 with every rollout (success: outcome > 0.5). One step:
@@ -56,8 +58,10 @@ class _Group:
 
 @register("bar")
 class BAR(CreditVariant):
-    """BAR, Orchard's Balanced Adaptive Rollout (CREDIT.md §3, [derived]): collect groups until
-    B of them have mixed outcomes, guided by a per-task Beta posterior of the success rate.
+    """BAR, Orchard's Balanced Adaptive Rollout (CREDIT.md §3, [derived]).
+
+    Collect groups until B of them have mixed outcomes, guided by a per-task Beta posterior of
+    the success rate.
 
     Choices, since the paper's rule could not be read: the posterior is per task id (seeds
     pooled) with a uniform Beta(1, 1) prior; a task is skipped on its posterior mean (not on a
@@ -72,6 +76,8 @@ class BAR(CreditVariant):
 
     @dataclass(frozen=True)
     class Config:
+        """BAR's settings: the Beta prior, which tasks to skip, and the refill limits."""
+
         alpha0: float = 1.0
         """α of the Beta prior of every task's success rate."""
         beta0: float = 1.0
@@ -94,6 +100,7 @@ class BAR(CreditVariant):
         (1: a plain posterior)."""
 
         def __post_init__(self):
+            """Refuse settings out of range."""
             if self.alpha0 <= 0 or self.beta0 <= 0:
                 raise BadInput(f"bar alpha0 and beta0 must be > 0, got {self.alpha0}, {self.beta0}")
             if not 0.0 <= self.p_min <= self.p_max <= 1.0:
@@ -113,6 +120,7 @@ class BAR(CreditVariant):
                 raise BadInput(f"bar decay must be in (0, 1], got {self.decay}")
 
     def __init__(self, config: Any = None):
+        """Read the settings; every task starts at the prior."""
         super().__init__(config)
         self.posterior: dict[str, tuple[float, float]] = {}
         """task id -> (α, β) of its success rate; absent tasks are at the prior."""
@@ -135,8 +143,9 @@ class BAR(CreditVariant):
             self.posterior[t.task_id] = (a + won, b + (not won))
 
     def mix_chance(self, task: str, won: bool, n: int) -> float:
-        """Posterior predictive probability that ``n`` more rollouts of ``task`` hold at least
-        one outcome unlike an all-``won`` group's.
+        """Posterior predictive probability that ``n`` more rollouts of ``task`` differ once.
+
+        That is the chance that they hold at least one outcome unlike an all-``won`` group's.
         """
         a, b = self.beta(task)
         same = a if won else b
@@ -165,6 +174,7 @@ class BAR(CreditVariant):
 
     # ------------------------------------------------------------------ the sampler
     def sample(self, batch: Batch, ctx: Context) -> None:
+        """BAR's sampler: groups refilled or replaced until B of them have mixed outcomes."""
         B, G = int(ctx.tasks_per_step), int(ctx.group_size)
         n_refill = self.cfg.refill or G
         budget = B * G if self.cfg.max_extra is None else self.cfg.max_extra

@@ -1,5 +1,6 @@
-"""DRE: Dynamic Rollout Editing (ICT CAS, arXiv 2606.17890), the agent variant of CREDIT.md §20
-(editing rule derived: only the abstract could be read).
+"""DRE: Dynamic Rollout Editing (ICT CAS, arXiv 2606.17890), the agent variant of CREDIT.md §20.
+
+The editing rule is derived: only the abstract could be read.
 
 For each successful rollout (outcome > 0.5) with actions ``a_0 .. a_{K-1}`` (``a_{K-1}`` the
 final answer): the earliest cut ``k`` such that ``a_0 .. a_{k-1}, a_{K-1}`` wins from the same
@@ -32,8 +33,10 @@ MODES = ("add", "replace")
 
 @register("dre")
 class DRE(CreditVariant):
-    """DRE (arXiv 2606.17890, CREDIT.md §20): successful rollouts with redundant turns get a
-    verified shorter copy in their group, paid a length bonus.
+    """DRE (arXiv 2606.17890, CREDIT.md §20): shorter verified copies of successful rollouts.
+
+    Successful rollouts with redundant turns get a verified shorter copy in their group, paid
+    a length bonus.
 
     Choices, since the editing rule is derived: the answer-bearing action is the rollout's last
     one and the cut is searched from the start (``k = 0, 1, ..``), each candidate replayed from
@@ -48,6 +51,8 @@ class DRE(CreditVariant):
 
     @dataclass(frozen=True)
     class Config:
+        """DRE's settings: where the edited copy goes, its bonus, and the progress check."""
+
         mode: str = "add"
         """"add" puts the edited rollout next to the original in its group; "replace" swaps
         the original for it."""
@@ -62,12 +67,14 @@ class DRE(CreditVariant):
         grpo's 0.17 after 20 steps."""
 
         def __post_init__(self):
+            """Refuse an unknown mode or a negative bonus."""
             if self.mode not in MODES:
                 raise BadInput(f"dre mode must be one of {MODES}, got {self.mode!r}")
             if self.length_bonus < 0:
                 raise BadInput(f"dre length_bonus must be >= 0, got {self.length_bonus}")
 
     def transform(self, batch: Batch, ctx: Context) -> None:
+        """DRE's edit: add (or swap in) the verified shorter copy of each successful rollout."""
         if ctx.envs is None:
             raise BadInput("dre replays rollouts and needs the env pool (ctx.envs)")
         out: list[Trajectory] = []
@@ -85,8 +92,9 @@ class DRE(CreditVariant):
         batch.metrics["dre/turns_removed"] = float(removed)
 
     def edit(self, traj: Trajectory, ctx: Context) -> Trajectory | None:
-        """The verified edited copy of ``traj``, or None when it failed, cannot be replayed,
-        or has no redundant turn.
+        """The verified edited copy of ``traj``, or None.
+
+        None when it failed, cannot be replayed, or has no redundant turn.
         """
         actions = [t.extras.get("action") for t in traj.turns]
         if (
@@ -126,10 +134,11 @@ class DRE(CreditVariant):
         return edited
 
     def earliest_cut(self, ctx: Context, traj: Trajectory, actions: list[Any]) -> int | None:
-        """The least ``k`` in ``0 .. K−2`` such that ``actions[:k]`` then ``actions[-1]`` wins
-        from ``traj``'s reset with an outcome >= ``traj.outcome``; None when there is none
-        (the rollout is already minimal). With ``keep_progress`` the cut must also end with
-        at least the original's ``info["progress"]``. Costs up to K(K − 1)/2 env steps.
+        """The least ``k`` in ``0 .. K−2`` such that ``actions[:k]`` then ``actions[-1]`` wins.
+
+        It must win from ``traj``'s reset with an outcome >= ``traj.outcome``; None when there
+        is none (the rollout is already minimal). With ``keep_progress`` the cut must also end
+        with at least the original's ``info["progress"]``. Costs up to K(K − 1)/2 env steps.
         """
         env: Any = ctx.envs.envs[0] if isinstance(ctx.envs, EnvPool) else ctx.envs
         needed = traj.turns[-1].info.get("progress") if self.cfg.keep_progress else None
@@ -152,8 +161,9 @@ class DRE(CreditVariant):
 
     @staticmethod
     def _rollout_config(traj: Trajectory, ctx: Context) -> Any:
-        """The run's rollout settings with ``traj``'s own prompt format, and its decoding
-        constraint (on when its turns carry decoding masks).
+        """The run's rollout settings with ``traj``'s own prompt format and decoding constraint.
+
+        The constraint is on when its turns carry decoding masks.
         """
         base = ctx.rollout if isinstance(ctx.rollout, RolloutConfig) else RolloutConfig()
         return dataclasses.replace(

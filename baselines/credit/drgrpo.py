@@ -1,5 +1,7 @@
-"""Dr. GRPO: GRPO without the std and length biases (Liu et al. 2025, "Understanding
-R1-Zero-Like Training", arXiv 2503.20783; code sail-sg/understand-r1-zero).
+"""Dr. GRPO: GRPO without the std and length biases.
+
+Liu et al. 2025, "Understanding R1-Zero-Like Training", arXiv 2503.20783; code
+sail-sg/understand-r1-zero.
 
 ``A_i = R_i − mean_g R`` (no division by the group std), and token losses are summed per
 response and divided by a constant instead of the response length (CREDIT.md §1.2). The
@@ -24,12 +26,16 @@ class DrGRPO(GRPO):
 
     @dataclass(frozen=True)
     class Config:
+        """Dr. GRPO's settings: what becomes of groups with all-equal rewards."""
+
         zero_std: str = "zero"
         """groups with all-equal rewards: "zero" keeps them with A = 0, "drop" leaves them out of
         the loss."""
 
         def __post_init__(self):
+            """Refuse an unknown ``zero_std``."""
             check_zero_std(self.zero_std)
 
     def group_advantage(self, R: Tensor) -> Tensor:
+        """Dr. GRPO's group advantage: the outcome minus the group mean, without the std."""
         return R - R.mean()

@@ -1,5 +1,6 @@
-"""GiGPO: group-in-group policy optimisation (Feng et al. 2025, arXiv 2505.10978; reference
-code ``gigpo/core_gigpo.py`` in verl-agent), as in CREDIT.md §1.5.
+"""GiGPO: group-in-group policy optimisation, as in CREDIT.md §1.5.
+
+Feng et al. 2025, arXiv 2505.10978; reference code ``gigpo/core_gigpo.py`` in verl-agent.
 
 Two levels of groups, no extra forward pass:
 
@@ -38,6 +39,8 @@ class GiGPO(CreditVariant):
 
     @dataclass(frozen=True)
     class Config:
+        """GiGPO's settings: ω, γ, the normalisation and how anchor states are matched."""
+
         omega: float = 1.0
         """ω, weight of the step advantage."""
         gamma: float = 0.95
@@ -54,6 +57,7 @@ class GiGPO(CreditVariant):
         1.0 = identical keys only (the reference's fuzzy mode uses 0.95)."""
 
         def __post_init__(self):
+            """Refuse an unknown mode or episode_stats, or a similarity outside (0, 1]."""
             if self.mode not in MODES:
                 raise BadInput(f"gigpo mode must be one of {MODES}, got {self.mode!r}")
             if self.episode_stats not in EPISODE_STATS:
@@ -87,6 +91,7 @@ class GiGPO(CreditVariant):
         return buckets
 
     def advantages(self, batch: Batch, ctx: Context) -> None:
+        """GiGPO's advantages: the episode term plus ω times the anchor-state term."""
         cfg = self.cfg
         R = batch.outcomes()
         groups = batch.groups()

@@ -1,5 +1,6 @@
-"""The default sampler: G rollouts of each of several tasks, one reset seed per group, the
-GRPO group (CREDIT.md §0).
+"""The default sampler: G rollouts of each of several tasks, the GRPO group (CREDIT.md §0).
+
+Each group has one reset seed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class GroupSampler(CreditVariant):
         """No settings: the sizes are the run's ``tasks_per_step`` and ``group_size``."""
 
     def sample(self, batch: Batch, ctx: Context) -> None:
+        """The default sampler: one group of ``group_size`` rollouts per drawn task and seed."""
         pool = ctx.need_envs()
         tasks = pick_tasks(pool, ctx.tasks_per_step, ctx.need_rng())
         batch.trajectories = collect(

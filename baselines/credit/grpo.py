@@ -40,6 +40,8 @@ class GRPO(CreditVariant):
 
     @dataclass(frozen=True)
     class Config:
+        """GRPO's settings: ε of the std and what becomes of groups with all-equal rewards."""
+
         eps: float = 1e-6
         """ε added to the group's std (verl's epsilon)."""
         zero_std: str = "zero"
@@ -47,6 +49,7 @@ class GRPO(CreditVariant):
         the loss."""
 
         def __post_init__(self):
+            """Refuse an unknown ``zero_std``."""
             check_zero_std(self.zero_std)
 
     def group_advantage(self, R: Tensor) -> Tensor:
@@ -54,6 +57,7 @@ class GRPO(CreditVariant):
         return zscore(R, self.cfg.eps)
 
     def advantages(self, batch: Batch, ctx: Context) -> None:
+        """GRPO's advantages: each group's ``group_advantage``, broadcast to every turn."""
         R = batch.outcomes()
         A = torch.zeros_like(R)
         kept: list[int] = []

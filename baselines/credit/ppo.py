@@ -1,5 +1,6 @@
-"""PPO with GAE and a critic over the rollout's policy tokens (Schulman et al. 2017,
-arXiv 1707.06347; GAE: arXiv 1506.02438), as in CREDIT.md §1.4.
+"""PPO with GAE and a critic over the rollout's policy tokens, as in CREDIT.md §1.4.
+
+Schulman et al. 2017, arXiv 1707.06347; GAE: arXiv 1506.02438.
 
 Token MDP over policy tokens only: a rollout's policy tokens, turn after turn, form one flat
 sequence; observation tokens are skipped, so the next value of a turn's last token is the value
@@ -47,6 +48,8 @@ class PPO(CreditVariant):
 
     @dataclass(frozen=True)
     class Config:
+        """PPO's settings: γ, λ, whitening, the value loss and the KL penalty."""
+
         gamma: float = 1.0
         """discount γ per policy token."""
         lam: float = 1.0
@@ -61,6 +64,7 @@ class PPO(CreditVariant):
         """β of the per-token KL penalty in the reward, −β (logp_old − ref_logp); 0 = off."""
 
     def score(self, batch: Batch, ctx: Context) -> None:
+        """PPO's score: fill missing ``turn.values`` from the critic, without grad."""
         all_keys = batch.keys()
         missing = [key for key in all_keys if batch.turn(key).values is None]
         if not missing:
@@ -104,6 +108,7 @@ class PPO(CreditVariant):
         return r, V
 
     def advantages(self, batch: Batch, ctx: Context) -> None:
+        """PPO's advantages: GAE over the policy tokens; also fills ``batch.returns``."""
         cfg = self.cfg
         # 1. one flat sequence of policy-token steps; each rollout ends with done set
         b_rewards, b_values, b_next_values, b_terminated, b_truncated = [], [], [], [], []
@@ -153,6 +158,7 @@ class PPO(CreditVariant):
         batch.metrics["ppo/values_mean"] = float(torch.cat(b_values).mean())
 
     def aux_loss(self, batch: Batch, ctx: Context) -> tuple[Tensor, dict[str, float]] | None:
+        """PPO's value loss: ``vf_coef`` times the clipped value loss, or None without returns."""
         if not batch.returns:
             return None
         keys = list(batch.returns)

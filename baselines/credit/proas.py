@@ -1,5 +1,6 @@
-"""ProAS: progress-aware advantage shaping (CREDIT.md §6; [D]: derived, the paper was not
-found; cross-check SPA-RL, arXiv 2505.20732).
+"""ProAS: progress-aware advantage shaping (CREDIT.md §6).
+
+[D]: derived, the paper was not found; cross-check SPA-RL, arXiv 2505.20732.
 
 A ``shape`` hook: it edits the advantages of whichever estimator fills the slot (GRPO by
 default; ``gigpo+proas`` etc.). Per task it keeps a sliding window of the last ``window``
@@ -126,9 +127,11 @@ class ReferenceGraph:
 
 
 def env_rises(traj: Trajectory) -> list[bool | None]:
-    """Per turn, whether the env's ``info["progress"]`` rose over the step; None where the
-    turn's progress (or, past the first turn, the previous turn's) is missing. Before the
-    first turn: the reset's progress if ``extras["observation_info"]`` kept it, else 0.0.
+    """Per turn, whether the env's ``info["progress"]`` rose over the step.
+
+    None where the turn's progress (or, past the first turn, the previous turn's) is missing.
+    Before the first turn: the reset's progress if ``extras["observation_info"]`` kept it,
+    else 0.0.
     """
     if not traj.turns:
         return []
@@ -142,9 +145,11 @@ def env_rises(traj: Trajectory) -> list[bool | None]:
 
 
 def step_labels(graph: ReferenceGraph, traj: Trajectory, progress: str) -> list[tuple[str, bool]]:
-    """``(label, fell_back)`` per turn of ``traj``: the graph's label, with "advancing"
-    decided by ``progress`` ("graph", "env" or "both"); ``fell_back`` marks a non-reasonable
-    step without an env signal under "env"/"both" (it keeps the graph's label).
+    """``(label, fell_back)`` per turn of ``traj``.
+
+    The label is the graph's, with "advancing" decided by ``progress`` ("graph", "env" or
+    "both"); ``fell_back`` marks a non-reasonable step without an env signal under
+    "env"/"both" (it keeps the graph's label).
     """
     labels = [graph.label(step) for step in steps_of(traj)]
     if progress == "graph":
@@ -163,8 +168,9 @@ def step_labels(graph: ReferenceGraph, traj: Trajectory, progress: str) -> list[
 
 
 def drift_weights(drift: list[int], K: int, scheme: str) -> list[float]:
-    """Normalised weights over the drift turn indices ``drift`` (ascending) of a K-turn
-    rollout: "future" ∝ drift steps at or after k, "linear" ∝ K − k, "uniform" ∝ 1.
+    """Normalised weights over the drift turn indices ``drift`` (ascending) of a K-turn rollout.
+
+    "future" ∝ drift steps at or after k, "linear" ∝ K − k, "uniform" ∝ 1.
     """
     if scheme == "future":
         raw = [float(len(drift) - j) for j in range(len(drift))]
@@ -178,14 +184,18 @@ def drift_weights(drift: list[int], K: int, scheme: str) -> list[float]:
 
 @register("proas")
 class ProAS(CreditVariant):
-    """ProAS (CREDIT.md §6): mask the good steps of failed rollouts and move their negative
-    advantage onto the drift steps, earlier drift first, by a reference graph of successes.
+    """ProAS (CREDIT.md §6): move failed rollouts' negative advantage onto their drift steps.
+
+    The good steps of failed rollouts are masked and their negative advantage moves onto the
+    drift steps, earlier drift first, by a reference graph of successes.
     """
 
     requires_info = frozenset({"state_key", "won"})
 
     @dataclass(frozen=True)
     class Config:
+        """ProAS's settings: the success window, the weights, and how steps are labelled."""
+
         window: int = 16
         """successful rollouts kept per task (the newest; this batch's included)."""
         weights: str = "future"
@@ -206,6 +216,7 @@ class ProAS(CreditVariant):
         a step without it keeps the graph's label) or "both" (either rose)."""
 
         def __post_init__(self):
+            """Refuse a window below 1 or an unknown weights, turn_value or progress."""
             if self.window < 1:
                 raise BadInput(f"proas window must be at least 1, got {self.window}")
             if self.weights not in WEIGHTS:
@@ -218,6 +229,7 @@ class ProAS(CreditVariant):
                 raise BadInput(f"proas progress must be one of {PROGRESS}, got {self.progress!r}")
 
     def __init__(self, config: Any = None):
+        """Read the settings; no task has a success window yet."""
         super().__init__(config)
         self.successes: dict[str, deque[list[Step]]] = {}
         """task id -> the last ``window`` successful rollouts' steps."""
@@ -242,6 +254,7 @@ class ProAS(CreditVariant):
         return float((a * m).sum() / m.sum())
 
     def shape(self, batch: Batch, ctx: Context) -> None:
+        """ProAS's shaping: mask good steps of negative rollouts, move their mass onto drift."""
         cfg = self.cfg
         self.remember(batch)
         if batch.advantages is None:

@@ -1,5 +1,6 @@
-"""RLOO: REINFORCE with a leave-one-out baseline (Ahmadian et al. 2024, "Back to Basics",
-arXiv 2402.14740; Kool et al. 2019).
+"""RLOO: REINFORCE with a leave-one-out baseline.
+
+Ahmadian et al. 2024, "Back to Basics", arXiv 2402.14740; Kool et al. 2019.
 
 ``A_i = R_i − 1/(G−1) Σ_{j≠i} R_j = G/(G−1) (R_i − mean_g R)`` (CREDIT.md §1.3), broadcast to
 every policy token of rollout ``i``. Used here with the trainer's clipped surrogate.
@@ -24,12 +25,16 @@ class RLOO(GRPO):
 
     @dataclass(frozen=True)
     class Config:
+        """RLOO's settings: what becomes of groups with all-equal rewards."""
+
         zero_std: str = "zero"
         """groups with all-equal rewards: "zero" keeps them with A = 0, "drop" leaves them out of
         the loss."""
 
         def __post_init__(self):
+            """Refuse an unknown ``zero_std``."""
             check_zero_std(self.zero_std)
 
     def group_advantage(self, R: Tensor) -> Tensor:
+        """RLOO's group advantage: the outcome minus the mean of the others' outcomes."""
         return leave_one_out(R)

@@ -1,6 +1,7 @@
-"""SLCA-GRPO: segment-level credit assignment for tool-calling RL ("SLCA-GRPO: Resolving
-Cross-Segment Credit Misattribution in Tool-Calling RL", OpenReview ``eNdfzfHBW5``), as in
-CREDIT.md §10.
+"""SLCA-GRPO: segment-level credit assignment for tool-calling RL, as in CREDIT.md §10.
+
+The paper is "SLCA-GRPO: Resolving Cross-Segment Credit Misattribution in Tool-Calling RL",
+OpenReview ``eNdfzfHBW5``.
 
 Two rewards per rollout, two group z-scores, routed by token masks:
 
@@ -50,8 +51,10 @@ def _strings(value: Any) -> tuple[str, ...]:
 
 @register("slca")
 class SLCA(CreditVariant):
-    """SLCA-GRPO (OpenReview eNdfzfHBW5): separate group z-scores of an execution reward and
-    a summary reward, each routed only to its own segment's tokens.
+    """SLCA-GRPO (OpenReview eNdfzfHBW5): execution and summary rewards, each on its own tokens.
+
+    Separate group z-scores of an execution reward and a summary reward, each routed only to
+    its own segment's tokens.
     """
 
     requires_info = frozenset({"segments"})  # the char spans routed to tokens
@@ -59,6 +62,8 @@ class SLCA(CreditVariant):
 
     @dataclass(frozen=True)
     class Config:
+        """SLCA's settings: the segment tags, where the two rewards come from, and ε."""
+
         tool_tags: tuple[str, ...] = ("tool_call", "search_query")
         """segment tags whose tokens get A^tool."""
         summary_tags: tuple[str, ...] = ("summary", "answer", "conclusion")
@@ -94,6 +99,7 @@ class SLCA(CreditVariant):
         "drop" leaves them out of the loss."""
 
         def __post_init__(self):
+            """Refuse bad settings; a single tag string becomes a one-tag tuple."""
             check_zero_std(self.zero_std)
             if self.other not in OTHER:
                 raise BadInput(f"slca other must be one of {OTHER}, got {self.other!r}")
@@ -138,6 +144,7 @@ class SLCA(CreditVariant):
 
     # ------------------------------------------------------------------ hooks
     def transform(self, batch: Batch, ctx: Context) -> None:
+        """SLCA's transform: tag response tokens from ``info["segments"]`` where untagged."""
         turns = [t for traj in batch.trajectories for t in traj.turns]
         if all(t.segment_tags is not None for t in turns):
             return
@@ -150,6 +157,7 @@ class SLCA(CreditVariant):
         batch.metrics["slca/tagged_turns"] = float(fill_segment_tags(turns, tokenizer))
 
     def advantages(self, batch: Batch, ctx: Context) -> None:
+        """SLCA's advantages: z-scored r_exec on tool tokens, z-scored r_pref on summary tokens."""
         cfg = self.cfg
         self.transform(batch, ctx)
         device = batch.device

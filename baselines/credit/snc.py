@@ -1,6 +1,7 @@
-"""SNC: structured same-state credit with dependency propagation, for search agents that act
-through a finite menu over an entity–sentence graph (CREDIT.md §16; [D]: derived, the paper
-was not found; cross-check GDCR/SAPO, arXiv 2605.29697).
+"""SNC: structured same-state credit with dependency propagation, for menu search agents.
+
+The agents act through a finite menu over an entity–sentence graph (CREDIT.md §16; [D]:
+derived, the paper was not found; cross-check GDCR/SAPO, arXiv 2605.29697).
 
 Three terms, no extra forward pass:
 
@@ -81,9 +82,10 @@ def dependency_parents(traj: Trajectory, producers: str = "latest") -> list[set[
 
 
 def propagate(parents: list[set[int]], credit: list[float], gamma_dep: float) -> list[float]:
-    """``D(b) = Σ_{a ≠ b reachable from b} γ_dep^{dist(b,a)} c(a)`` over the dependency graph
-    given by ``parents`` (``dist`` = fewest edges, found by a breadth-first walk back from
-    each credited turn).
+    """``D(b) = Σ_{a ≠ b reachable from b} γ_dep^{dist(b,a)} c(a)`` over the dependency graph.
+
+    The graph is given by ``parents`` (``dist`` = fewest edges, found by a breadth-first walk
+    back from each credited turn).
     """
     D = [0.0] * len(credit)
     for a, c in enumerate(credit):
@@ -135,14 +137,18 @@ def frontier_rank(returns: Sequence[float], actions: Sequence[Hashable]) -> list
 
 @register("snc")
 class SNC(CreditVariant):
-    """Structured same-state credit (CREDIT.md §16): episode advantage + ω · same-menu-state
-    step advantage + λ · credit propagated back along the rollout's dependency graph.
+    """Structured same-state credit (CREDIT.md §16): three advantage terms.
+
+    Episode advantage + ω · same-menu-state step advantage + λ · credit propagated back along
+    the rollout's dependency graph.
     """
 
     requires_info = frozenset({"state_key", "admissible_actions", "provenance"})
 
     @dataclass(frozen=True)
     class Config:
+        """SNC's settings: the terms' weights and forms, the discounts, and the dependencies."""
+
         omega: float = 1.0
         """ω, weight of the frontier-relative same-state term A^SNC."""
         frontier: str = "mean"
@@ -168,6 +174,7 @@ class SNC(CreditVariant):
         reference code) or over "rollouts"."""
 
         def __post_init__(self):
+            """Refuse an unknown choice or a gamma_dep outside [0, 1]."""
             for name, value, valid in (
                 ("frontier", self.frontier, FRONTIERS),
                 ("dep_credit", self.dep_credit, DEP_CREDITS),
@@ -180,6 +187,7 @@ class SNC(CreditVariant):
                 raise BadInput(f"snc gamma_dep must be in [0, 1], got {self.gamma_dep}")
 
     def advantages(self, batch: Batch, ctx: Context) -> None:
+        """SNC's advantages: episode term + ω · same-state term + λ · dependency credit."""
         cfg = self.cfg
         R = batch.outcomes()
         groups = batch.groups()

@@ -1,7 +1,9 @@
-"""TSBPO: tree rollouts with a likelihood-fitted root/branch allocator and three-level
-advantages (CREDIT.md §5, status [D]: no primary source; cross-checks named there: TRACE's
-tree rollouts with a success predictor, a verl-agent "BACE-GiGPO" recipe with natural roots +
-restored branches under a fixed leaf budget, ≥2 roots and ≤2 branches per anchor).
+"""TSBPO: tree rollouts with a fitted root/branch allocator and three-level advantages.
+
+The allocator is fitted by likelihood (CREDIT.md §5, status [D]: no primary source;
+cross-checks named there: TRACE's tree rollouts with a success predictor, a verl-agent
+"BACE-GiGPO" recipe with natural roots + restored branches under a fixed leaf budget, ≥2 roots
+and ≤2 branches per anchor).
 
 Sampling, per task, a leaf budget ``B = R + Q`` (the run's ``group_size``):
 
@@ -80,8 +82,9 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 
 
 def response_nll(turn: Any) -> float:
-    """Mean ``−log π_old(y_t)`` over the policy tokens of a turn's response (0 without
-    log-probs): how uncertain the policy was when it acted there.
+    """Mean ``−log π_old(y_t)`` over the policy tokens of a turn's response (0 without log-probs).
+
+    It says how uncertain the policy was when it acted there.
     """
     if turn.logp_old is None or turn.logp_old.numel() == 0:
         return 0.0
@@ -90,9 +93,11 @@ def response_nll(turn: Any) -> float:
 
 
 def node_features(task_prior: float, root: Trajectory, k: int) -> np.ndarray:
-    """The feature row [5] (:data:`FEATURES`) of the node before turn ``k`` of ``root``: the
-    trajectory whose own turn ``k`` is (a root, or with ``depth ≥ 2`` a branch, whose length,
-    outcome and response then fill the depth, root-outcome and nll columns).
+    """The feature row [5] (:data:`FEATURES`) of the node before turn ``k`` of ``root``.
+
+    ``root`` is the trajectory whose own turn ``k`` is (a root, or with ``depth ≥ 2`` a
+    branch, whose length, outcome and response then fill the depth, root-outcome and nll
+    columns).
     """
     return np.array(
         [
@@ -130,6 +135,7 @@ def fit_logistic(
         w0: [d] start and ridge centre.
         l2: ridge weight (> 0).
         steps: most Newton steps.
+        tol: stop once no weight moves by ``tol`` or more in a step.
 
     Returns:
         [d] fitted weights.
@@ -151,9 +157,11 @@ def fit_logistic(
 
 
 def n_roots(budget: int, task_prior: float, min_roots: int, max_root_fraction: float) -> int:
-    """``R`` of a task: ``⌈B (1 − p̄)⌉`` clipped to ``[min_roots, max(min_roots,
-    ⌊B · max_root_fraction⌋)]`` and to ``B``. A near-solved task gets few roots and many
-    branches (its rare failures sit deep in the tree); a hard one mostly fresh episodes.
+    """``R`` of a task: ``⌈B (1 − p̄)⌉``, clipped.
+
+    The clip is to ``[min_roots, max(min_roots, ⌊B · max_root_fraction⌋)]`` and to ``B``. A
+    near-solved task gets few roots and many branches (its rare failures sit deep in the
+    tree); a hard one mostly fresh episodes.
     """
     hi = max(min_roots, math.floor(budget * max_root_fraction))
     wanted = math.ceil(budget * (1.0 - task_prior) - 1e-9)
@@ -166,8 +174,10 @@ def allocate_branches(
     cap: int | np.ndarray,
     rng: np.random.Generator | None = None,
 ) -> np.ndarray:
-    """Branches per node [n] maximising ``Σ_n q_n p̂_n (1 − p̂_n)`` s.t. ``q_n ≤ cap_n`` and
-    ``Σ q_n ≤ budget``: nodes in order of decreasing contrast, each filled up to its cap.
+    """Branches per node [n] maximising ``Σ_n q_n p̂_n (1 − p̂_n)``.
+
+    Subject to ``q_n ≤ cap_n`` and ``Σ q_n ≤ budget``: nodes in order of decreasing contrast,
+    each filled up to its cap.
 
     The objective is linear in ``q``, so this greedy fill is optimal. ``cap`` is one cap for
     every node or [n] caps (what is left of each node's cap after earlier rounds). Ties (e.g.
@@ -191,8 +201,10 @@ def allocate_branches(
 
 
 def candidate_nodes(leaves: list[Trajectory], min_turn: int) -> list[tuple[Trajectory, int]]:
-    """The nodes ``(trajectory, k)`` a branch may restart from, leaf by leaf: a root's turns
-    ``k ≥ min_turn``, a branch's own suffix turns ``k > branch_turn`` (and ``≥ min_turn``).
+    """The nodes ``(trajectory, k)`` a branch may restart from, leaf by leaf.
+
+    They are a root's turns ``k ≥ min_turn``, a branch's own suffix turns ``k > branch_turn``
+    (and ``≥ min_turn``).
     """
     nodes = []
     for traj in leaves:
@@ -215,6 +227,11 @@ class Forest:
     """
 
     def __init__(self, batch: Batch):
+        """Link each branch of ``batch`` to its parent, group by group.
+
+        Raises:
+            ValueError: a branch's parent is not in its group, or it has no ``branch_turn``.
+        """
         n = len(batch.trajectories)
         self.batch = batch
         self.parent: list[int | None] = [None] * n
@@ -241,8 +258,9 @@ class Forest:
         return i
 
     def point(self, i: int) -> tuple[int, int]:
-        """The branch point ``(o, k)`` of branch ``i``: the state before the own turn ``k`` of
-        ``o``. A branch taken where its parent itself branched moves up to that point.
+        """The branch point ``(o, k)`` of branch ``i``: the state before ``o``'s own turn ``k``.
+
+        A branch taken where its parent itself branched moves up to that point.
         """
         o, k = self.parent[i], self.at[i]
         assert o is not None, f"trajectory {i} is a root"
@@ -251,8 +269,10 @@ class Forest:
         return o, k
 
     def owned(self) -> list[Key]:
-        """The training samples: every own turn, in :meth:`Batch.keys` order; the shared
-        prefix copies (``extras["shared"]``) are the parent's turns and are left out.
+        """The training samples: every own turn, in :meth:`Batch.keys` order.
+
+        The shared prefix copies (``extras["shared"]``) are the parent's turns and are left
+        out.
         """
         every = self.batch.keys()
         return [
@@ -262,8 +282,9 @@ class Forest:
         ]
 
     def mean_through(self, value: Callable[[int, int], float]) -> dict[Key, float]:
-        """For each own turn ``(o, j)``: the mean of ``value(t, j)`` over the leaves ``t`` that
-        pass through it (itself and every descendant sharing it).
+        """For each own turn ``(o, j)``: the mean of ``value(t, j)`` over the leaves through it.
+
+        The leaves ``t`` that pass through it are itself and every descendant sharing it.
         """
         sums: dict[Key, float] = defaultdict(float)
         counts: dict[Key, int] = defaultdict(int)
@@ -295,10 +316,11 @@ def root_advantages(
 
 
 def sibling_advantages(batch: Batch, forest: Forest | None = None) -> dict[Key, float]:
-    """``A^sib``: at each branch point ``(o, k)``, children ``c`` = ``o``'s own continuation and
-    every branch taken there; ``A^sib_{c,k} = R̄_c − mean_c' R̄_c'`` with ``R̄_c`` the mean
-    outcome of the leaves under ``c``, on the child's turn ``k`` (its first turn after the
-    point).
+    """``A^sib``: each child's mean leaf outcome relative to its siblings', at each branch point.
+
+    At each branch point ``(o, k)``, children ``c`` = ``o``'s own continuation and every branch
+    taken there; ``A^sib_{c,k} = R̄_c − mean_c' R̄_c'`` with ``R̄_c`` the mean outcome of the
+    leaves under ``c``, on the child's turn ``k`` (its first turn after the point).
 
     Returns:
         ``(c, k) -> float`` for the first turn of every child of every branch point.
@@ -321,13 +343,18 @@ def sibling_advantages(batch: Batch, forest: Forest | None = None) -> dict[Key, 
 def same_state_advantages(
     batch: Batch, gamma: float, tree_mean: bool = True, forest: Forest | None = None
 ) -> dict[Key, float]:
-    """``A^ss``: GiGPO's anchor-state term over each whole tree (group): own turns with equal
-    ``state_key`` form a bucket, ``A^ss = G − mean_bucket G`` (a singleton gives 0).
+    """``A^ss``: GiGPO's anchor-state term over each whole tree (group).
+
+    Own turns with equal ``state_key`` form a bucket, ``A^ss = G − mean_bucket G`` (a
+    singleton gives 0).
 
     Args:
+        batch: the trees, one per group.
+        gamma: γ of the step returns ``G``, per turn.
         tree_mean: ``G`` of an own turn is the mean step return over every leaf passing
             through it (a parent's turn before a branch point also sees the branches'
             futures); False: its own trajectory's return only (plain GiGPO on the leaves).
+        forest: the batch's :class:`Forest`, if already built (else it is built here).
 
     Returns:
         ``(i, k) -> float`` for every own turn.
@@ -377,6 +404,8 @@ class TSBPO(CreditVariant):
 
     @dataclass(frozen=True)
     class Config:
+        """TSBPO's settings: the advantage weights, the tree budget, and the success model."""
+
         w_sib: float = 1.0
         """weight of the sibling-relative advantage A^sib."""
         w_ss: float = 1.0
@@ -422,6 +451,7 @@ class TSBPO(CreditVariant):
         branches' own suffix turns, by the same p̂(1 − p̂) score and per-node caps."""
 
         def __post_init__(self):
+            """Refuse settings out of range."""
             if self.min_roots < 1 or self.max_branches_per_node < 1:
                 raise BadInput("tsbpo min_roots and max_branches_per_node must be >= 1")
             if not 0.0 < self.max_root_fraction <= 1.0:
@@ -441,6 +471,7 @@ class TSBPO(CreditVariant):
                 )
 
     def __init__(self, config: Any = None):
+        """Read the settings; start with empty task priors and the prior-only model ``W0``."""
         super().__init__(config)
         self.wins: dict[str, float] = defaultdict(float)  # Σ root outcomes per task
         self.plays: dict[str, int] = defaultdict(int)  # roots played per task
@@ -454,8 +485,9 @@ class TSBPO(CreditVariant):
         return (a + self.wins[task_id]) / (a + b + self.plays[task_id])
 
     def learn(self, roots: list[Trajectory], X: list[np.ndarray], kids: list[Trajectory]):
-        """Add root outcomes to the task priors and ``(x(n), R_branch)`` to the model's data;
-        refit ``w`` once there are enough examples.
+        """Add root outcomes to the task priors and ``(x(n), R_branch)`` to the model's data.
+
+        ``w`` is refitted once there are enough examples.
         """
         for traj in roots:
             self.wins[traj.task_id] += min(max(traj.outcome, 0.0), 1.0)
@@ -469,6 +501,7 @@ class TSBPO(CreditVariant):
             )
 
     def sample(self, batch: Batch, ctx: Context) -> None:
+        """TSBPO's sampler: per task, roots from its prior, then branches where p̂(1 − p̂) peaks."""
         cfg = self.cfg
         pool = ctx.envs
         if pool is None or not getattr(pool, "supports_snapshot", False):
@@ -550,8 +583,9 @@ class TSBPO(CreditVariant):
         used: dict[tuple[str | None, int], int],
         rng: np.random.Generator | None,
     ) -> tuple[list[tuple[Trajectory, int]], np.ndarray, np.ndarray, np.ndarray]:
-        """One task's round: its candidate nodes [n], their features X [n, 5], ``p̂`` [n] and
-        the branches ``q`` [n] placed on them (``Σ q ≤ budget``, each within what is left of
+        """One task's round: its candidate nodes [n], their features X [n, 5], ``p̂`` [n], ``q``.
+
+        ``q`` [n] is the branches placed on them (``Σ q ≤ budget``, each within what is left of
         its node's cap after ``used``).
         """
         cfg = self.cfg
@@ -564,6 +598,7 @@ class TSBPO(CreditVariant):
         return nodes, X, p_hat, q
 
     def advantages(self, batch: Batch, ctx: Context) -> None:
+        """TSBPO's advantages: A^root + w_sib A^sib + w_ss A^ss, on own turns only."""
         cfg = self.cfg
         forest = Forest(batch)
         A_root = root_advantages(batch, cfg.eps, forest)
@@ -593,8 +628,10 @@ def _collect(
     first: list[int],
     cfg: Any,
 ) -> list[list[Trajectory]]:
-    """``counts[t]`` fresh episodes of each task, numbered from ``first[t]`` in their node ids
-    (``"{group}:{j}"``); tasks with equal counts share one lockstep :func:`collect` call.
+    """``counts[t]`` fresh episodes of each task, numbered from ``first[t]`` in their node ids.
+
+    Node ids are ``"{group}:{j}"``; tasks with equal counts share one lockstep :func:`collect`
+    call.
     """
     out: list[list[Trajectory]] = [[] for _ in tasks]
     for n in sorted(set(counts) - {0}):

@@ -1,5 +1,7 @@
-"""Policies: the protocol, a tiny from-scratch transformer, shared sampling and constrained
-decoding, and the agent that plays a saved policy.
+"""Policies: the protocol, a tiny transformer, sampling, and the agent that plays a policy.
+
+The package holds the protocol, a tiny from-scratch transformer, shared sampling and
+constrained decoding, and the agent that plays a saved policy.
 
     from agentgym.baselines.policies import TinyPolicy, collect_env_text, train_tokenizer
 

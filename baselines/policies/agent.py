@@ -98,8 +98,9 @@ class PolicyAgent:
         self._history = History(self.policy, self.prompt)
 
     def act(self, observation: Any, info: dict[str, Any]) -> Any:
-        """One generation from the prompt of the episode so far; an admissible item when
-        constrained.
+        """One generation from the prompt of the episode so far.
+
+        It is an admissible item when constrained.
         """
         self._history.observe(observation, info)
         key = _key(self.seed, self._episode_seed, self._turn)

@@ -128,9 +128,10 @@ AllowedTokens = Sequence[Sequence[int] | None]
 def allowed_tokens(
     response: Sequence[int], sequences: Iterable[Sequence[int]], eos_id: int
 ) -> list[list[int]]:
-    """The tokens the trie of ``sequences`` allowed at each position of ``response``: what
-    the decoder's mask was while it generated ``response`` (so that training can score the
-    distribution actually sampled).
+    """The tokens the trie of ``sequences`` allowed at each position of ``response``.
+
+    That is what the decoder's mask was while it generated ``response`` (so that training can
+    score the distribution actually sampled).
 
     Raises:
         KeyError: ``response`` leaves the trie.
@@ -146,8 +147,10 @@ def allowed_tokens(
 def masked_logprobs(
     logits: torch.Tensor, targets: torch.Tensor, allowed: Sequence[Sequence[int] | None] | None
 ) -> torch.Tensor:
-    """``log softmax(logits)[target]``, renormalised over the allowed ids where a position
-    lists them (the masked distribution constrained decoding samples from).
+    """``log softmax(logits)[target]``, renormalised over the allowed ids where given.
+
+    Where a position lists allowed ids, the result is the masked distribution constrained
+    decoding samples from.
 
     Args:
         logits: ``[N, V]``.
@@ -177,8 +180,10 @@ def masked_logprobs(
 
 
 def encode_actions(tokenizer: Any, admissible: Iterable[Any]) -> dict[tuple[int, ...], str]:
-    """Token sequence → action text for the actions an env lists (the first text wins if two
-    encode alike); its keys are the ``allowed`` sequences of constrained decoding.
+    """Token sequence → action text for the actions an env lists.
+
+    The first text wins if two encode alike; the keys are the ``allowed`` sequences of
+    constrained decoding.
     """
     encoded: dict[tuple[int, ...], str] = {}
     for text in dict.fromkeys(str(a) for a in admissible):
@@ -189,8 +194,10 @@ def encode_actions(tokenizer: Any, admissible: Iterable[Any]) -> dict[tuple[int,
 def decoded_action(
     tokenizer: Any, ids: Sequence[int], choices: dict[tuple[int, ...], str] | None
 ) -> str:
-    """The action a generation stands for: the chosen item's text when decoding was
-    constrained to ``choices``, else the decoded text (a trailing eos dropped).
+    """The action a generation stands for.
+
+    That is the chosen item's text when decoding was constrained to ``choices``, else the
+    decoded text (a trailing eos dropped).
     """
     body = list(ids[:-1]) if ids and ids[-1] == tokenizer.eos_id else list(ids)
     if choices is not None:

@@ -214,8 +214,9 @@ class HFTokenizer:
         self.vocab_size = len(backend)
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``; no special tokens are added (added-token strings in the text,
-        such as ``<|im_start|>``, still map to their ids).
+        """Token ids of ``text``; no special tokens are added.
+
+        Added-token strings in the text, such as ``<|im_start|>``, still map to their ids.
         """
         return [int(i) for i in self.backend.encode(text, add_special_tokens=False)]
 
@@ -231,10 +232,10 @@ class HFTokenizer:
     def chat_prompt(
         self, messages: Sequence[Message], *, add_generation_prompt: bool = True
     ) -> list[int]:
-        """Token ids of a conversation, ready for the assistant's next turn.
+        r"""Token ids of a conversation, ready for the assistant's next turn.
 
         Uses the tokenizer's chat template when it has one. Otherwise the turns are joined as
-        ``"role: content\\n"`` lines, followed by ``"assistant: "`` when
+        ``"role: content\n"`` lines, followed by ``"assistant: "`` when
         ``add_generation_prompt``, and the BOS token (if any) goes first.
 
         Args:
@@ -258,9 +259,11 @@ class HFTokenizer:
         self.backend.save_pretrained(str(path))
 
     def __len__(self) -> int:
+        """The vocabulary size, added tokens included."""
         return self.vocab_size
 
     def __repr__(self) -> str:
+        """The backend's class and the vocabulary size."""
         return f"HFTokenizer({type(self.backend).__name__}, vocab_size={self.vocab_size})"
 
 
@@ -441,7 +444,7 @@ class HFPolicy:
         if attn is not None:
             kwargs["attn_implementation"] = attn
         model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
-        return model  # type: ignore[no-any-return]
+        return model
 
     @staticmethod
     def _add_lora(model: PreTrainedModel, lora: LoraSettings) -> tuple[Any, LoraSettings]:
@@ -483,15 +486,17 @@ class HFPolicy:
     # ---------------------------------------------------------------- introspection
 
     def parameters(self) -> Iterator[nn.Parameter]:
-        """The trainable parameters: LoRA adapters (or every model weight without LoRA) and
-        the value head.
+        """The trainable parameters: LoRA adapters (or every model weight) and the value head.
+
+        Without LoRA, every model weight is trainable.
         """
         for _, p in self.named_parameters():
             yield p
 
     def named_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
-        """``(name, parameter)`` for every trainable parameter; value-head names start with
-        ``"value_head."``.
+        """``(name, parameter)`` for every trainable parameter.
+
+        Value-head names start with ``"value_head."``.
         """
         for name, p in self.model.named_parameters():
             if p.requires_grad:
@@ -514,12 +519,14 @@ class HFPolicy:
         return self.tokenizer.chat_prompt(messages, add_generation_prompt=add_generation_prompt)
 
     def encode_prompt(self, text: str) -> list[int]:
-        """The prompt for an observation: one user turn through the chat template (or the
-        plain ``"user: ...\nassistant: "`` join when the tokenizer has none).
+        r"""The prompt for an observation: one user turn through the chat template.
+
+        When the tokenizer has none, the plain ``"user: ...\nassistant: "`` join is used.
         """
         return self.chat_prompt([{"role": "user", "content": text}])
 
     def __repr__(self) -> str:
+        """The model's class, device, dtype, LoRA settings and whether it has a value head."""
         return (
             f"HFPolicy({type(self._lm).__name__}, device={self.device}, dtype={self.dtype}, "
             f"lora={self.lora}, value_head={self.value_head is not None})"
@@ -538,8 +545,10 @@ class HFPolicy:
         use_cache: bool = False,
         want_hidden: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
-        """One model call. Returns the logits of the last ``keep`` positions, the matching
-        final hidden states (the output layer's input) when asked, and the KV cache.
+        """One model call.
+
+        Returns the logits of the last ``keep`` positions, the matching final hidden states
+        (the output layer's input) when asked, and the KV cache.
         """
         captured: list[torch.Tensor] = []
         handle = None
@@ -867,8 +876,9 @@ class HFPolicy:
         (root / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
 
     def _base_state(self) -> dict[str, torch.Tensor]:
-        """The wrapped model's state dict with the adapters stripped out and ``base_layer``
-        names restored, i.e. what the model held before LoRA was added.
+        """The wrapped model's state dict as it was before LoRA was added.
+
+        The adapters are stripped out and ``base_layer`` names restored.
         """
         state: dict[str, torch.Tensor] = {}
         for key, value in self._lm.state_dict().items():
@@ -878,8 +888,9 @@ class HFPolicy:
         return state
 
     def _merged_state(self) -> dict[str, torch.Tensor]:
-        """:meth:`_base_state` with every adapter update ``scale * B @ A`` added in; the live
-        model is not touched.
+        """:meth:`_base_state` with every adapter update ``scale * B @ A`` added in.
+
+        The live model is not touched.
         """
         from peft.tuners.lora import LoraLayer
 

@@ -1,5 +1,7 @@
-"""Choosing tokens, shared by every policy: temperature, the constrained-decoding mask, keyed
-Gumbel-max noise, and the bookkeeping of a batch of responses being decoded.
+"""Choosing tokens, shared by every policy.
+
+That is temperature, the constrained-decoding mask, keyed Gumbel-max noise, and the
+bookkeeping of a batch of responses being decoded.
 
 A policy's ``generate`` runs its own forward passes and KV cache; everything between the
 logits of a step and the next token fed back lives here once, so the tiny transformer and a
@@ -163,8 +165,10 @@ class Responses:
         return all(self.done)
 
     def mask(self, vocab: int, device: torch.device) -> torch.Tensor | None:
-        """``[B, V]`` bool of the tokens each unfinished constrained row may take next (free
-        and finished rows allow everything), or None when no row is constrained.
+        """``[B, V]`` bool of the tokens each row may take next, or None if none is constrained.
+
+        An unfinished constrained row allows its next tokens; free and finished rows allow
+        everything.
         """
         if not self.constrained:
             return None

@@ -51,15 +51,18 @@ class TinyConfig:
 
     @classmethod
     def preset(cls, name: str, vocab_size: int = 2000, **overrides: Any) -> TinyConfig:
-        """A named size: ``nano`` (~0.2M parameters at 2,000 tokens), ``micro`` (~0.4M; four
+        """A named size; ``overrides`` replace single fields.
+
+        The sizes are ``nano`` (~0.2M parameters at 2,000 tokens), ``micro`` (~0.4M; four
         layers, enough depth for menu look-ups, still a few CPU minutes to warm up), ``small``
-        (~2M) or ``base`` (~8M); ``overrides`` replace single fields.
+        (~2M) and ``base`` (~8M).
         """
         if name not in PRESETS:
             raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
         return cls(vocab_size=vocab_size, **{**PRESETS[name], **overrides})
 
     def __post_init__(self) -> None:
+        """Refuse a head count that does not divide the width."""
         if self.n_embd % self.n_head:
             raise ValueError(f"n_head ({self.n_head}) must divide n_embd ({self.n_embd})")
 
@@ -82,6 +85,7 @@ class SelfAttention(nn.Module):
     """Multi-head self-attention that can write into and read from a KV cache."""
 
     def __init__(self, cfg: TinyConfig):
+        """The query/key/value and output projections for ``cfg``'s width and heads."""
         super().__init__()
         self.n_head = cfg.n_head
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
@@ -110,6 +114,7 @@ class Block(nn.Module):
     """Pre-LN transformer block: ``x + attn(ln(x))`` then ``x + mlp(ln(x))``."""
 
     def __init__(self, cfg: TinyConfig):
+        """The layer norms, attention and 4x-wide MLP for ``cfg``'s width."""
         super().__init__()
         self.ln_1 = nn.LayerNorm(cfg.n_embd)
         self.attn = SelfAttention(cfg)
@@ -123,6 +128,7 @@ class Block(nn.Module):
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None, kv: KV | None, start: int
     ) -> torch.Tensor:
+        """Apply the block to ``x`` (the other arguments as in :meth:`SelfAttention.forward`)."""
         x = x + self.attn(self.ln_1(x), mask, kv, start)
         return x + self.mlp(self.ln_2(x))
 
@@ -165,7 +171,7 @@ class TinyPolicy(nn.Module):
         return cls(TinyConfig.preset(name, tokenizer.vocab_size, **overrides), tokenizer)
 
     @property
-    def device(self) -> torch.device:  # type: ignore[override]
+    def device(self) -> torch.device:
         """Where the parameters live."""
         return self.wte.weight.device
 
@@ -331,8 +337,9 @@ class TinyPolicy(nn.Module):
         *,
         grad: bool = False,
     ) -> list[torch.Tensor]:
-        """Value estimates per response token, read at the state that predicts the token
-        (the same positions as ``logprobs``); shapes ``[len(responses[i])]``.
+        """Value estimates per response token, read at the state that predicts the token.
+
+        These are the same positions as ``logprobs``; shapes ``[len(responses[i])]``.
         """
         return self.logprobs_and_values(prompts, responses, grad=grad)[1]
 
@@ -394,8 +401,9 @@ class TinyPolicy(nn.Module):
     # -- files ---------------------------------------------------------------------------
 
     def save(self, path: Path) -> None:
-        """Write ``model.safetensors``, ``policy.json`` and ``tokenizer.json`` into ``path``
-        (created if needed). The bytes depend only on the weights and the config.
+        """Write ``model.safetensors``, ``policy.json`` and ``tokenizer.json`` into ``path``.
+
+        The folder is created if needed. The bytes depend only on the weights and the config.
         """
         from safetensors.torch import save_file
 

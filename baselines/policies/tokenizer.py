@@ -69,15 +69,18 @@ class Tokenizer:
 
     @classmethod
     def load(cls, path: Path) -> Tokenizer:
-        """Read a ``tokenizer.json`` written by ``save`` (or any byte-level BPE with the
-        same special tokens).
+        """Read a ``tokenizer.json`` written by ``save`` (or any same-special-token BPE).
+
+        Any byte-level BPE with the same special tokens reads as well.
         """
         return cls(HFTokenizer.from_file(str(path)))
 
     def __len__(self) -> int:
+        """The number of ids, special tokens included."""
         return self.vocab_size
 
     def __repr__(self) -> str:
+        """``Tokenizer(vocab_size=N)``."""
         return f"Tokenizer(vocab_size={self.vocab_size})"
 
 
@@ -101,10 +104,11 @@ def hf_tokenizer(
     extra_special_tokens: Sequence[str] = (),
     chat_template: str | None = None,
 ) -> Any:
-    """The same byte-level BPE as :func:`train_tokenizer`, as a ``transformers``
-    ``PreTrainedTokenizerFast`` (``<pad>`` = 0, ``<eos>`` = 1, ``<bos>`` = 2, then
-    ``extra_special_tokens``): the tokenizer of a tiny Hugging Face model built offline for
-    tests and benchmarks.
+    """The same byte-level BPE as :func:`train_tokenizer`, as a ``PreTrainedTokenizerFast``.
+
+    Its tokens are ``<pad>`` = 0, ``<eos>`` = 1, ``<bos>`` = 2, then ``extra_special_tokens``:
+    the tokenizer of a tiny Hugging Face model built offline for tests and benchmarks (a
+    ``transformers`` tokenizer).
 
     Args:
         texts: training text.
@@ -181,6 +185,7 @@ def collect_env_text(
                     admissible = info.get("admissible_actions")
                     texts.extend(admissible or [])
                     if player == "oracle":
+                        # gym.Env does not declare oracle_action; every agentgym env has it
                         action = env.unwrapped.oracle_action()  # type: ignore[attr-defined]
                     elif admissible:
                         action = admissible[int(rng.integers(len(admissible)))]

@@ -1,5 +1,8 @@
-"""The search family: multi-hop question answering over a seeded synthetic encyclopedia
-(menu and free-form action spaces) and over official HotpotQA / 2WikiMultiHopQA data."""
+"""The search family: multi-hop question answering over an encyclopedia.
+
+The encyclopedia is a seeded synthetic one (menu and free-form action spaces) or official
+HotpotQA / 2WikiMultiHopQA data.
+"""
 
 from __future__ import annotations
 

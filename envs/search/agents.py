@@ -39,9 +39,11 @@ def _comparison_options(question: str) -> tuple[str, str] | None:
 
 
 class MenuHeuristicAgent:
-    """Greedy keyword agent for the menu envs: search the named pages, read every sentence,
-    follow links whose relation the question names, then answer the newest candidate (or
-    the first option of a comparison)."""
+    """Greedy keyword agent for the menu envs.
+
+    It searches the named pages, reads every sentence, follows links whose relation the
+    question names, then answers the newest candidate (or the first option of a comparison).
+    """
 
     def reset(self, env_id: str, seed: int) -> None:
         """Nothing is kept between episodes."""
@@ -73,10 +75,14 @@ class MenuHeuristicAgent:
 
 
 class FreeHeuristicAgent:
-    """BM25 agent for the free-form envs: search the question, then answer the first option
-    of a comparison, or the title of the best retrieved page the question does not name."""
+    """BM25 agent for the free-form envs: search the question, then answer.
+
+    The answer is the first option of a comparison, or the title of the best retrieved page
+    the question does not name.
+    """
 
     def __init__(self) -> None:
+        """Start with no search made."""
         self._searched = False
 
     def reset(self, env_id: str, seed: int) -> None:

@@ -49,8 +49,10 @@ def _read_provenance(provenance: Mapping[str, Any] | str | None) -> dict[str, An
 
 
 class SearchEnvBase(AgentEnv[str, Any]):
-    """Base of the search envs: a preset's world (or an official dataset), its question
-    splits, gold answers, retrievers and the graph ablations.
+    """Base of the search envs: a world, its question splits, gold answers and retrievers.
+
+    The world is a preset's (or an official dataset); the base also applies the graph
+    ablations.
 
     Ablations re-run an agent on a corpus with some sentences hidden: ``ablation`` names the
     mode and ``provenance`` maps ``"<task_id>@<seed>"`` (or ``"<task_id>"``) to an earlier
@@ -116,9 +118,11 @@ class SearchEnvBase(AgentEnv[str, Any]):
 
     # ------------------------------------------------------------------ tasks
     def task_ids(self, split: str | None = None) -> tuple[str, ...]:
+        """The question ids of ``split`` (the env's own split if None), in the data's order."""
         return self._data.splits[split or self.split]
 
     def task_type_of(self, task_id: str) -> str:
+        """The task type of question ``task_id``."""
         return self._data.by_id[task_id].task_type
 
     def _has_task(self, task_id: str) -> bool:
@@ -134,6 +138,7 @@ class SearchEnvBase(AgentEnv[str, Any]):
 
     @property
     def data_hash(self) -> str:
+        """sha256 of the data: the world's pages and the questions' ids, texts and answers."""
         return self._data.data_hash
 
     @property

@@ -108,8 +108,11 @@ class SearchData:
 def document(
     world: World, eid: int, corpus: str = "pages", hidden: frozenset[str] = frozenset()
 ) -> str | None:
-    """Page ``eid`` as a retrieval document: its title (corpus "titles"), or its title and
-    visible sentences (corpus "pages"); None when an ablation hides all its sentences."""
+    """Page ``eid`` as a retrieval document, or None when an ablation hides all its sentences.
+
+    The document is its title (corpus "titles"), or its title and visible sentences
+    (corpus "pages").
+    """
     sids = [s for s in world.pages[eid] if s not in hidden]
     if hidden and not sids:
         return None

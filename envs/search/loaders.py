@@ -415,7 +415,7 @@ def _is_word_char(char: str) -> bool:
 
 
 def _occurs(title: str, text: str) -> bool:
-    """Whether ``title`` occurs in ``text`` as a whole word (like regex ``\\b``, no compile)."""
+    r"""Whether ``title`` occurs in ``text`` as a whole word (like regex ``\b``, no compile)."""
     start = text.find(title) if title else -1
     while start != -1:
         end = start + len(title)

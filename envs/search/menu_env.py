@@ -319,7 +319,8 @@ def _segments(kind: str, item: str, raw: str | None) -> list[Segment]:
     """Tag the argument of a search or answer, or the whole item as a tool call.
 
     Offsets index the action as the agent wrote it when it wrote the item's text, else the
-    item's text (an index was given)."""
+    item's text (an index was given).
+    """
     base, text = 0, item
     if raw is not None and len(raw.strip()) == len(item):
         base, text = len(raw) - len(raw.lstrip()), raw.strip()

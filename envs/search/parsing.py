@@ -1,5 +1,7 @@
-"""Parsing free-form actions: ``<think>…</think>`` then ``<search>…</search>`` or
-``<answer>…</answer>`` (the Search-R1 format), with character spans for the segments."""
+"""Parsing free-form actions in the Search-R1 format, with character spans for the segments.
+
+The format is ``<think>…</think>`` then ``<search>…</search>`` or ``<answer>…</answer>``.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""The text-game family: TextWorld games generated from seeds and ALFWorld household tasks
-generated for ALFWorld's own PDDL domain, played on TextWorld's engines."""
+"""The text-game family: generated TextWorld and ALFWorld games on TextWorld's engines.
+
+The TextWorld games are generated from seeds and the ALFWorld household tasks for ALFWorld's
+own PDDL domain.
+"""
 
 from __future__ import annotations
 

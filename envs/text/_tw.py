@@ -76,8 +76,10 @@ def ensure_game(spec: GameSpec) -> Path:
 
 
 def _generate(spec: GameSpec, path: Path) -> None:
-    """Generate and compile in a private folder, then move the files into place atomically,
-    the ``.z8`` last, so that a reader that sees it finds the ``.json`` too."""
+    """Generate and compile in a private folder, then move the files into place atomically.
+
+    The ``.z8`` moves last, so that a reader that sees it finds the ``.json`` too.
+    """
     folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
     sys.stderr.write(
@@ -102,9 +104,12 @@ def _generate(spec: GameSpec, path: Path) -> None:
 
 
 def _compile(source: str, z8: Path, project: Path) -> None:
-    """Compile Inform7 ``source`` to ``z8`` with the compilers bundled in textworld, as
-    textworld's ``compile_game`` does, except that Inform7 skips its HTML index (a quarter of
-    the time) and keeps its user folder, by default ``$HOME/Inform``, under the cache."""
+    """Compile Inform7 ``source`` to ``z8`` with the compilers bundled in textworld.
+
+    This is what textworld's ``compile_game`` does, except that Inform7 skips its HTML index
+    (a quarter of the time) and keeps its user folder, by default ``$HOME/Inform``, under the
+    cache.
+    """
     inform = Path(os.environ.get("INFORM_HOME", I7_DEFAULT_PATH)) / "share" / "inform7"
     external = cache_dir("textworld") / "inform7"
     external.mkdir(exist_ok=True)

@@ -79,6 +79,7 @@ class FastGrammar:
     _code: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, grammar: Any):
+        """Wrap a TextWorld grammar (its rules are read, never changed)."""
         self._rules: dict[str, list[Any]] = grammar._rules
         self._tg = _textgen()
         self._globals = dict(vars(self._tg))  # what an expression sees in TextWorld, copied
@@ -163,8 +164,11 @@ class FastGrammar:
         return "".join(out)
 
     def is_static(self, start: str, dynamic: frozenset[str]) -> bool:
-        """Whether the text of ``start`` depends on its context alone: no query or rule condition
-        it can reach names a predicate in ``dynamic`` (one that actions change)."""
+        """Whether the text of ``start`` depends on its context alone.
+
+        That holds when no query or rule condition it can reach names a predicate in
+        ``dynamic`` (one that actions change).
+        """
         key = (start, dynamic)
         if key not in self._static:
             self._static[key] = self._symbols_static(self._parse(start), dynamic, set())
@@ -225,6 +229,7 @@ class AlfredGame:
     """
 
     def __init__(self, game: dict[str, Any]):
+        """Load a parsed ``game.tw-pddl`` and take a planner library; ``reset`` starts play."""
         self.game = game
         self.domain: str = game["pddl_domain"]
         self.problem: str = game["pddl_problem"]
@@ -248,6 +253,7 @@ class AlfredGame:
             self._lib = None
 
     def __del__(self) -> None:
+        """Hand the planner library back, as :meth:`close` does."""
         with contextlib.suppress(Exception):  # interpreter shutdown may have torn down gen
             self.close()
 
@@ -309,8 +315,11 @@ class AlfredGame:
         return list(actions)
 
     def _command(self, action: Any) -> str:
-        """An action's command as ``PddlEnv._gather_infos`` words it; remembered when the
-        template's text cannot change during the game (see :meth:`FastGrammar.is_static`)."""
+        """An action's command as ``PddlEnv._gather_infos`` words it.
+
+        It is remembered when the template's text cannot change during the game (see
+        :meth:`FastGrammar.is_static`).
+        """
         template = action.command_template
         key = (template, tuple(sorted((ph.name, v.name) for ph, v in action.mapping.items())))
         text = self._commands.get(key)
@@ -338,8 +347,11 @@ class AlfredGame:
         return bool(self.state.check_goal())
 
     def dynamic_facts(self) -> list[str]:
-        """The facts actions can change, sorted (the engine state beyond the static scene),
-        with TextWorld's records of removed facts (``not_...``, which its grammar queries)."""
+        """The facts actions can change, sorted (the engine state beyond the static scene).
+
+        They include TextWorld's records of removed facts (``not_...``, which its grammar
+        queries).
+        """
         dynamic = self.translation[2]
         return sorted(
             str(f)
@@ -421,9 +433,11 @@ _PROGRESS_PREDICATES = frozenset(
 # ---------------------------------------------------------------------- tasks
 @functools.lru_cache(maxsize=8)
 def _official_tasks(root: str) -> dict[str, tuple[str, ...]]:
-    """Task ids (trial folders relative to ``root``) per split, filtered as ALFWorld's
-    ``AlfredTWEnv.collect_game_files`` filters them: the six task types, no movable or sliced
-    trials, a game file marked solvable."""
+    """Task ids (trial folders relative to ``root``) per split, filtered as ALFWorld does.
+
+    The filter is that of ALFWorld's ``AlfredTWEnv.collect_game_files``: the six task types,
+    no movable or sliced trials, a game file marked solvable.
+    """
     out: dict[str, tuple[str, ...]] = {}
     for split, folder in gen.OFFICIAL_FOLDERS.items():
         found = []
@@ -660,8 +674,10 @@ class ALFWorldEnv(AgentEnv[str, str]):
 
     # ------------------------------------------------------------------ oracle
     def oracle_action(self) -> str:
-        """The next command of the planner's plan from the current state (re-planned when the
-        state is not the one the plan expects)."""
+        """The next command of the planner's plan from the current state.
+
+        The plan is made again when the state is not the one the plan expects.
+        """
         game = self._game
         if game is None:
             raise ResetNeeded("oracle_action() needs a started episode: call reset() first")

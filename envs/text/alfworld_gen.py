@@ -196,6 +196,7 @@ class AlfworldData:
     """The files and tables of the installed alfworld wheel, loaded once."""
 
     def __init__(self) -> None:
+        """Read the domain, grammar and tables from the installed alfworld package."""
         root = _alfworld_dir()
         self.domain = (root / "data" / "alfred.pddl").read_text()
         self.grammar = (root / "data" / "alfred.twl2").read_text()
@@ -315,6 +316,7 @@ class SceneSampler:
     """Draws one scene and task for a preset (all randomness from the given generator)."""
 
     def __init__(self, params: GenParams, data: AlfworldData):
+        """Sample for the preset ``params`` from the alfworld tables ``data``."""
         self.params = params
         self.data = data
 
@@ -526,6 +528,7 @@ class LibPool:
     """
 
     def __init__(self) -> None:
+        """Start with no library loaded."""
         self._free: list[Any] = []
         self._lock = threading.Lock()
 
@@ -688,8 +691,10 @@ def game_logic(domain: str, grammar: str) -> Any:
 
 @functools.lru_cache(maxsize=64)
 def translate(domain: str, problem: str) -> tuple[Any, str, frozenset[str]]:
-    """Fast Downward's translation of a game (its task, SAS text, and the predicates actions
-    change), done once per process."""
+    """Fast Downward's translation of a game, done once per process.
+
+    Returns its task, SAS text, and the predicates actions change.
+    """
     import fast_downward
 
     with preserved_argv():
@@ -881,10 +886,13 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 class GameCache:
-    """Generated games of one preset, made on first use and kept under
-    ``cache_dir("alfworld")/<generator version and parameters hash>/``."""
+    """Generated games of one preset, made on first use and kept on disk.
+
+    They are kept under ``cache_dir("alfworld")/<generator version and parameters hash>/``.
+    """
 
     def __init__(self, params: GenParams, root: Path | None = None):
+        """Cache the games of ``params`` under ``root`` (default ``cache_dir("alfworld")``)."""
         self.params = params
         self.root = (root or cache_dir("alfworld")) / params.key()
         self._lock = threading.Lock()

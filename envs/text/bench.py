@@ -1,8 +1,10 @@
-"""Text-game family speed: ALFWorld steps per second against ALFWorld's own ``AlfredTWEnv`` on
-the same generated games (the stock env in a separate process), with the observation agreement
-rate; TextWorld steps per second against textworld's own gym env on the same games and
-commands; and the time it takes to generate a game. Every comparison is measured in the same
-run; speed targets live here, never in tests.
+"""Text-game family speed: ALFWorld and TextWorld steps per second, and game generation time.
+
+ALFWorld steps per second are measured against ALFWorld's own ``AlfredTWEnv`` on the same
+generated games (the stock env in a separate process), with the observation agreement rate;
+TextWorld steps per second against textworld's own gym env on the same games and commands;
+and the time it takes to generate a game. Every comparison is measured in the same run;
+speed targets live here, never in tests.
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ INVALID_RATE = 0.1
 
 # ---------------------------------------------------------------------- ALFWorld
 def _random_commands(env: Any, task_id: str, steps: int, rng: np.random.Generator) -> list[str]:
-    """Commands of one random episode on ``env``: admissible ones, and an unknown one
-    :data:`INVALID_RATE` of the time, until the goal holds or ``steps`` run out."""
+    """Commands of one random episode on ``env``, until the goal holds or ``steps`` run out.
+
+    The commands are admissible ones, and an unknown one :data:`INVALID_RATE` of the time.
+    """
     _, info = env.reset(options={"task_id": task_id})
     commands = []
     for _ in range(steps):
@@ -93,8 +97,11 @@ def alfworld_row(preset: str, games: int, steps: int) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------- TextWorld
 def _stock_textworld_steps_per_s(paths: list[Path], episodes: list[tuple[str, list[str]]]) -> float:
-    """textworld.gym's steps per second on the same games and commands, with the admissible
-    commands requested each step, as ours does (steps only; resets excluded)."""
+    """textworld.gym's steps per second on the same games and commands.
+
+    The admissible commands are requested each step, as ours does (steps only; resets
+    excluded).
+    """
     import jericho  # type: ignore[import-untyped]
     import textworld  # type: ignore[import-untyped]
     import textworld.gym  # type: ignore[import-untyped]
@@ -319,9 +326,11 @@ def compare_with_stock(
     invalid_rate: float = 0.1,
     commands: Sequence[Sequence[str]] | None = None,
 ) -> StockComparison:
-    """Play the same commands on ``games`` here and in ALFWorld's ``AlfredTWEnv`` (a separate
-    process: ``AlfredTWEnv`` with the dqn setting, which adds no expert, over a folder holding
-    exactly these games) and compare every observation, admissible list and won flag.
+    """Play the same commands on ``games`` here and in ALFWorld's ``AlfredTWEnv``, and compare.
+
+    ``AlfredTWEnv`` runs in a separate process, with the dqn setting, which adds no expert,
+    over a folder holding exactly these games. Every observation, admissible list and won flag
+    is compared.
 
     Commands: ``commands[i]`` on game ``i`` if given, else up to ``steps`` per game, uniform
     over the admissible commands, with an unknown command ``invalid_rate`` of the time; either

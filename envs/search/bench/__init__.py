@@ -1,5 +1,8 @@
-"""Search family speed: env steps against the bare engine, BM25 against rank-bm25, dense
-search and query encoding. Every comparison is measured in the same run."""
+"""Search family speed: env steps, BM25, dense search and query encoding.
+
+Env steps are measured against the bare engine and BM25 against rank-bm25. Every comparison
+is measured in the same run.
+"""
 
 from __future__ import annotations
 
@@ -57,8 +60,11 @@ def _env_loop(env_id: str, episodes: list[tuple[int, list[Any]]]) -> tuple[int, 
 
 
 def _engine_loop(env_id: str, episodes: list[tuple[int, list[Any]]]) -> tuple[int, float]:
-    """The menu env's transitions through its own operations: no observation text, no info,
-    no wrappers; what any implementation of these rules must pay."""
+    """The menu env's transitions through its own operations, with nothing else.
+
+    That is no observation text, no info, no wrappers: what any implementation of these
+    rules must pay.
+    """
     base = make(env_id).unwrapped
     assert isinstance(base, SearchMenuEnv)
     steps, start = 0, time.perf_counter()

@@ -356,8 +356,11 @@ def _indexes(vectors: np.ndarray) -> tuple[Any, Any]:
 
 @contextmanager
 def _faiss_threads(n: int) -> Iterator[None]:
-    """faiss's OpenMP threads set to ``n``: one query over 100k vectors is memory-bound and
-    two threads were 2.5x slower than one on this 2-core machine."""
+    """Set faiss's OpenMP threads to ``n`` for the block, then restore them.
+
+    One query over 100k vectors is memory-bound and two threads were 2.5x slower than one on
+    this 2-core machine.
+    """
     faiss = _require("faiss")
     before = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(n)
@@ -465,8 +468,10 @@ class DenseRetriever:
                 fetch = min(total, fetch * 4)
 
     def _exact(self, vector: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """Exact float32 inner products of ``vector`` with the indexed rows ``positions``
-        (one kernel for every row, so equal vectors get equal scores)."""
+        """Exact float32 inner products of ``vector`` with the indexed rows ``positions``.
+
+        One kernel serves every row, so equal vectors get equal scores.
+        """
         faiss = _require("faiss")
         labels = np.ascontiguousarray(positions, dtype=np.int64)[None, :]
         out = np.empty(labels.shape, dtype=np.float32)
