@@ -1,6 +1,7 @@
-"""Leaderboard speed: submitting a 10,000-episode results file, split into validation (each
-check) and storage, against plain ``json.loads`` of the same file and a raw SQLite insert of
-the same compressed blob, measured in the same run.
+"""Leaderboard speed: submitting a 10,000-episode results file, against peers.
+
+The submit is split into validation (each check) and storage, and measured in the same run
+as plain ``json.loads`` of the same file and a raw SQLite insert of the same compressed blob.
 
 The results file is synthesised, not played: the header is the harness's own
 (:func:`agentgym.harness.evaluate.header`), the episodes follow the harness's seed plan with
@@ -15,6 +16,7 @@ given a ``render`` callable.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
@@ -30,14 +32,12 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from agentgym.core.canonical import canonical
 from agentgym.harness.evaluate import RunPlan, finish, header
+from agentgym.harness.results import EpisodeRecord, ResultsDoc
 from agentgym.harness.seeds import episode_seeds
 from agentgym.leaderboard.store import ZLIB_LEVEL, Leaderboard
-from agentgym.leaderboard.validate import (
-    CHECKS,
-    canonical_json,
-    check_submission,
-)
+from agentgym.leaderboard.validate import CHECKS, check_submission
 
 ENV_ID = "agentgym/Search-Menu-Small-v0"
 TASK_TYPES = ("bridge", "comparison", "compositional")
@@ -46,11 +46,11 @@ Render = Callable[[Leaderboard], object]
 """Renders the board's page(s) from a filled database (the web helper's hook)."""
 
 
-def synthetic_results(seeds: int, root_seed: int = 0, success_rate: float = 0.3) -> dict[str, Any]:
+def synthetic_results(seeds: int, root_seed: int = 0, success_rate: float = 0.3) -> ResultsDoc:
     """A valid results document of ``seeds`` runs of one episode on ``ENV_ID``."""
     doc = header(RunPlan("random", (ENV_ID,), seeds, root_seed=root_seed))
     rng = np.random.default_rng(root_seed)
-    episodes = []
+    episodes: list[EpisodeRecord] = []
     for run, (seed,) in enumerate(episode_seeds(root_seed, seeds, 1)):
         steps = int(rng.integers(1, 20))
         episodes.append(
@@ -71,6 +71,11 @@ def synthetic_results(seeds: int, root_seed: int = 0, success_rate: float = 0.3)
             }
         )
     return finish(doc, episodes)
+
+
+def _apply(check: Callable[[Any], object], doc: Any, _: Any) -> object:
+    """``check(doc)``, in the one-argument form :func:`_median_s` times."""
+    return check(doc)
 
 
 def _median_s(
@@ -114,13 +119,13 @@ def _submit_rows(folder: Path, doc: dict[str, Any], raw: bytes, repeats: int) ->
         ("json.loads (peer)", _median_s(lambda _: json.loads(raw), repeats), "parse only"),
     ]
     for check in CHECKS:
-        seconds = _median_s(lambda _, check=check: check(doc), repeats)  # type: ignore[misc]
+        seconds = _median_s(functools.partial(_apply, check, doc), repeats)
         timed.append((f"validate: {check.__name__}", seconds, "part of validation"))
     validation = _median_s(lambda _: check_submission(doc), repeats)
     fresh = lambda: _fresh_db(folder)  # noqa: E731
     # storage as submit does it: content hash, compression, one transaction
-    storage = _median_s(lambda lb: lb._insert(doc, "bench", canonical_json(doc)), repeats, fresh)
-    body = zlib.compress(canonical_json(doc), ZLIB_LEVEL)
+    storage = _median_s(lambda lb: lb._insert(doc, "bench", canonical(doc)), repeats, fresh)
+    body = zlib.compress(canonical(doc), ZLIB_LEVEL)
     raw_insert = _median_s(lambda c: _raw_blob_insert(c, body), repeats, lambda: _raw_db(folder))
     total = _median_s(lambda lb: lb.submit(doc), repeats, fresh)
     timed += [
@@ -143,7 +148,7 @@ def _render_rows(folder: Path, render: Render, submissions: int, repeats: int) -
         doc = synthetic_results(5, root_seed=1000 + i, success_rate=float(i % 10) / 10)
         if i == 0:
             check_submission(doc)  # the rest are made the same way; store them directly
-        lb._insert(doc, f"agent {i}", canonical_json(doc))
+        lb._insert(doc, f"agent {i}", canonical(doc))
     render_s = _median_s(lambda _: render(lb), repeats)
     rows_s = _median_s(lambda _: lb.rows(), repeats)
     note = f"{submissions} submissions"
@@ -167,8 +172,18 @@ def render_env_page(lb: Leaderboard) -> Any:
 def run(
     console: Console, quick: bool = False, render: Render | None = render_env_page
 ) -> dict[str, Any]:
-    """Submit latency of a 10,000-episode file (1,000 when ``quick``), and the env page's
-    render time with 1,000 submissions (100 when ``quick``)."""
+    """Time submitting a large file and rendering a full board.
+
+    Args:
+        console: where to print the table.
+        quick: smaller sizes (a smoke run).
+        render: renders the page(s) from a filled database; None skips the page.
+
+    Returns:
+        The ``bench`` document: submit latency of a 10,000-episode file (1,000 when
+        ``quick``) and the env page's render time with 1,000 submissions (100 when
+        ``quick``).
+    """
     episodes, submissions, repeats = (1_000, 100, 1) if quick else (10_000, 1_000, 3)
     doc = synthetic_results(episodes)
     raw = json.dumps(doc, indent=1).encode()  # as eval writes it

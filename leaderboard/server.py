@@ -4,6 +4,10 @@ Pages: ``/`` (every env with its leader), ``/env/{env_id}`` (the ranked table, s
 clicking a column header), ``/submission/{id}`` (everything recorded about one submission),
 and ``/api/rows[?env=ENV_ID]`` (the rows as JSON, for scripts).
 
+The statistic columns of a submission's scores come from
+:data:`agentgym.harness.stats.STATISTICS` (a submission stored before a statistic existed shows
+an en dash for it).
+
 Every page is rendered by Jinja2 with autoescaping on for every template, so names, agent
 specs and env kwargs chosen by submitters always render as text. As a second line of
 defence the responses carry a Content-Security-Policy that allows scripts only from this
@@ -26,6 +30,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentgym.core.errors import BadInput
+from agentgym.harness import stats
 
 if TYPE_CHECKING:
     from agentgym.leaderboard.store import Leaderboard
@@ -102,8 +107,11 @@ def _bar(ci_low: Any, ci_high: Any, mean: Any) -> dict[str, str]:
 
 
 def template_environment() -> Environment:
-    """The Jinja2 environment of the pages: autoescape on for every template, undefined
-    variables are errors, plus the filters ``num``, ``pct``, ``tojson_text`` and ``url_path``."""
+    """The Jinja2 environment of the pages.
+
+    Autoescape is on for every template and undefined variables are errors; the filters
+    ``num``, ``pct``, ``tojson_text`` and ``url_path`` are added.
+    """
     env = Environment(
         loader=FileSystemLoader(str(TEMPLATES)),
         autoescape=True,  # every template, whatever its name
@@ -139,6 +147,76 @@ class _SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+class _Views:
+    """The pages and the JSON endpoint over one store, its calls serialised by a lock."""
+
+    def __init__(self, leaderboard: LeaderboardReader) -> None:
+        """Read ``leaderboard`` and render with :func:`template_environment`."""
+        self.leaderboard = leaderboard
+        self.templates = template_environment()
+        self.lock = threading.Lock()
+
+    def _read(self, fn: Callable[[], T]) -> T:
+        with self.lock:
+            return fn()
+
+    def _page(self, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        html = self.templates.get_template(name).render(**context)
+        return HTMLResponse(html, status_code=status_code)
+
+    def _not_found(self, what: str) -> HTMLResponse:
+        return self._page("404.html", status_code=404, what=what)
+
+    def index(self) -> HTMLResponse:
+        """Every env with its number of submissions and its leader(s)."""
+
+        def summarise() -> list[dict[str, Any]]:
+            envs = []
+            for env_id in self.leaderboard.env_ids():
+                rows = self.leaderboard.rows(env_id)
+                top = min((r["rank"] for r in rows), default=None)
+                leaders = [r for r in rows if r["rank"] == top]
+                envs.append({"env_id": env_id, "count": len(rows), "leaders": leaders})
+            return envs
+
+        return self._page("index.html", envs=self._read(summarise))
+
+    def env_page(self, env_id: str) -> HTMLResponse:
+        """The ranked table of one env."""
+
+        def load() -> list[dict[str, Any]] | None:
+            if env_id not in self.leaderboard.env_ids():
+                return None
+            return sorted(self.leaderboard.rows(env_id), key=lambda r: (r["rank"], r["id"]))
+
+        rows = self._read(load)
+        if rows is None:
+            return self._not_found(f"no submissions for env {env_id!r}")
+        return self._page("env.html", env_id=env_id, rows=rows)
+
+    def submission_page(self, submission_id: int) -> HTMLResponse:
+        """Everything recorded about one submission."""
+        try:
+            detail = self._read(lambda: self.leaderboard.detail(submission_id))
+        except BadInput:
+            return self._not_found(f"no submission with id {submission_id}")
+        return self._page("submission.html", s=detail, statistics=stats.STATISTICS)
+
+    def api_rows(self, request: Request) -> JSONResponse:
+        """The rows as JSON (``?env=ENV_ID`` for one env); 404 for an env with none."""
+        env_id = request.query_params.get("env")
+
+        def load() -> list[dict[str, Any]] | None:
+            if env_id is not None and env_id not in self.leaderboard.env_ids():
+                return None
+            return self.leaderboard.rows(env_id)
+
+        rows = self._read(load)
+        if rows is None:
+            return JSONResponse({"detail": f"no submissions for env {env_id!r}"}, 404)
+        return JSONResponse(rows)
+
+
 def create_app(leaderboard: Leaderboard | LeaderboardReader) -> FastAPI:
     """The read-only web application over a leaderboard store.
 
@@ -152,8 +230,7 @@ def create_app(leaderboard: Leaderboard | LeaderboardReader) -> FastAPI:
         JSON endpoint ``/api/rows`` and the files under ``/static/``. Unknown envs and
         submissions answer 404.
     """
-    templates = template_environment()
-    lock = threading.Lock()
+    views = _Views(leaderboard)
     app = FastAPI(
         title="agentgym leaderboard",
         docs_url=None,
@@ -162,71 +239,10 @@ def create_app(leaderboard: Leaderboard | LeaderboardReader) -> FastAPI:
     )
     app.add_middleware(_SecurityHeaders)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
-
-    def read(fn: Callable[[], T]) -> T:
-        with lock:
-            return fn()
-
-    def page(name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-        html = templates.get_template(name).render(**context)
-        return HTMLResponse(html, status_code=status_code)
-
-    def not_found(what: str) -> HTMLResponse:
-        return page("404.html", status_code=404, what=what)
-
-    @app.get("/", response_class=HTMLResponse)
-    def index() -> HTMLResponse:
-        """Every env with its number of submissions and its leader(s)."""
-
-        def summarise() -> list[dict[str, Any]]:
-            envs = []
-            for env_id in leaderboard.env_ids():
-                rows = leaderboard.rows(env_id)
-                top = min((r["rank"] for r in rows), default=None)
-                leaders = [r for r in rows if r["rank"] == top]
-                envs.append({"env_id": env_id, "count": len(rows), "leaders": leaders})
-            return envs
-
-        return page("index.html", envs=read(summarise))
-
-    @app.get("/env/{env_id:path}", response_class=HTMLResponse)
-    def env_page(env_id: str) -> HTMLResponse:
-        """The ranked table of one env."""
-
-        def load() -> list[dict[str, Any]] | None:
-            if env_id not in leaderboard.env_ids():
-                return None
-            return sorted(leaderboard.rows(env_id), key=lambda r: (r["rank"], r["id"]))
-
-        rows = read(load)
-        if rows is None:
-            return not_found(f"no submissions for env {env_id!r}")
-        return page("env.html", env_id=env_id, rows=rows)
-
-    @app.get("/submission/{submission_id:int}", response_class=HTMLResponse)
-    def submission_page(submission_id: int) -> HTMLResponse:
-        """Everything recorded about one submission."""
-        try:
-            detail = read(lambda: leaderboard.detail(submission_id))
-        except BadInput:
-            return not_found(f"no submission with id {submission_id}")
-        return page("submission.html", s=detail)
-
-    @app.get("/api/rows")
-    def api_rows(request: Request) -> JSONResponse:
-        """The rows as JSON (``?env=ENV_ID`` for one env); 404 for an env with none."""
-        env_id = request.query_params.get("env")
-
-        def load() -> list[dict[str, Any]] | None:
-            if env_id is not None and env_id not in leaderboard.env_ids():
-                return None
-            return leaderboard.rows(env_id)
-
-        rows = read(load)
-        if rows is None:
-            return JSONResponse({"detail": f"no submissions for env {env_id!r}"}, 404)
-        return JSONResponse(rows)
-
+    app.get("/", response_class=HTMLResponse)(views.index)
+    app.get("/env/{env_id:path}", response_class=HTMLResponse)(views.env_page)
+    app.get("/submission/{submission_id:int}", response_class=HTMLResponse)(views.submission_page)
+    app.get("/api/rows")(views.api_rows)
     return app
 
 

@@ -6,6 +6,10 @@ submitters queue instead of failing. A submit is one transaction: a process kill
 leaves no trace of it. The whole results document is kept (zlib-compressed canonical JSON) so
 that ``agentgym verify`` can replay its episodes later.
 
+A (submission, env) row keeps the columns that rank it (``n``, ``mean``, ``ci_low``,
+``ci_high``) and the env's whole summary as JSON, so a statistic added to
+:data:`agentgym.harness.stats.STATISTICS` needs no new column.
+
 The schema is versioned with ``PRAGMA user_version``: :data:`MIGRATIONS` lists one function
 per version, and opening a database applies the missing ones in order, each in its own
 transaction. Append a function to change the schema; never edit one that has shipped.
@@ -18,20 +22,18 @@ import json
 import sqlite3
 import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from agentgym.core.canonical import canonical
 from agentgym.core.errors import BadInput
 from agentgym.core.paths import home
-from agentgym.leaderboard.validate import (
-    SUMMARY_FIELDS,
-    BadSubmission,
-    canonical_json,
-    check_submission,
-)
+from agentgym.harness.results import EnvSummary, ResultsDoc
+from agentgym.harness.stats import summary_fields
+from agentgym.leaderboard.validate import BadSubmission, check_submission, content_hash
 
 DB_NAME = "leaderboard.db"
 BUSY_TIMEOUT_S = 60.0
@@ -97,15 +99,71 @@ def _v2_verification(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE submissions ADD COLUMN verified_at TEXT")
 
 
-MIGRATIONS: tuple[Migration, ...] = (_v1_tables, _v2_verification)
+def _v3_ascii_content_hash(conn: sqlite3.Connection) -> None:
+    """Content hashes recomputed from the stored documents.
+
+    Up to version 2 the hash was that of UTF-8 canonical JSON; it is now that of the one
+    canonical JSON (ASCII, :func:`agentgym.core.canonical.canonical`), which differs for a
+    document with non-ASCII text. Without this, such a document could be submitted twice.
+    """
+    stored = conn.execute("SELECT submission_id, encoding, body FROM documents").fetchall()
+    for submission_id, encoding, body in stored:
+        digest = content_hash(_decode(submission_id, encoding, body))
+        conn.execute(
+            "UPDATE submissions SET content_hash = ? WHERE id = ?", (digest, submission_id)
+        )
+
+
+def _v4_summary_json(conn: sqlite3.Connection) -> None:
+    """Results keep their ranking columns and the whole summary as JSON.
+
+    Version 3 had one column per statistic (``iqm``) plus ``by_task_type``; the summary JSON
+    is rebuilt from exactly those columns, so a submission's detail does not change.
+    """
+    conn.execute(
+        """CREATE TABLE results_v4 (
+            submission_id INTEGER NOT NULL REFERENCES submissions (id) ON DELETE CASCADE,
+            env_id TEXT NOT NULL,
+            n INTEGER NOT NULL,
+            mean REAL NOT NULL,
+            ci_low REAL NOT NULL,
+            ci_high REAL NOT NULL,
+            summary TEXT NOT NULL,
+            PRIMARY KEY (submission_id, env_id)
+        )"""
+    )
+    old = conn.execute(
+        "SELECT submission_id, env_id, n, mean, iqm, ci_low, ci_high, by_task_type FROM results"
+    ).fetchall()
+    for sid, env_id, n, mean, iqm, low, high, by_task_type in old:
+        summary = {"n": n, "mean": mean, "iqm": iqm, "ci_low": low, "ci_high": high}
+        summary["by_task_type"] = json.loads(by_task_type)
+        conn.execute(
+            "INSERT INTO results_v4 VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (sid, env_id, n, mean, low, high, json.dumps(summary)),
+        )
+    conn.execute("DROP TABLE results")
+    conn.execute("ALTER TABLE results_v4 RENAME TO results")
+    conn.execute("CREATE INDEX results_by_env ON results (env_id, mean DESC, ci_low DESC)")
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    _v1_tables,
+    _v2_verification,
+    _v3_ascii_content_hash,
+    _v4_summary_json,
+)
 """``MIGRATIONS[i]`` brings a database from ``user_version`` i to i + 1."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
 @contextmanager
 def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """``BEGIN IMMEDIATE`` … ``COMMIT``: takes the write lock up front (waiting up to the busy
-    timeout), rolls back on any exception."""
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` around the block.
+
+    Takes the write lock up front (waiting up to the busy timeout); rolls back on any
+    exception.
+    """
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield
@@ -175,7 +233,7 @@ def connect(path: Path) -> sqlite3.Connection:
 
 
 def _insert_submission(
-    conn: sqlite3.Connection, doc: dict[str, Any], name: str, digest: str
+    conn: sqlite3.Connection, doc: Mapping[str, Any], name: str, digest: str
 ) -> int:
     agent = doc["agent"]
     cursor = conn.execute(
@@ -211,31 +269,59 @@ def _insert_document(conn: sqlite3.Connection, submission_id: int, body: bytes) 
 
 
 def _insert_results(
-    conn: sqlite3.Connection, submission_id: int, aggregates: dict[str, dict[str, Any]]
+    conn: sqlite3.Connection, submission_id: int, aggregates: Mapping[str, EnvSummary]
 ) -> None:
+    """One row per env: its ranking columns and its summary as JSON."""
     conn.executemany(
-        """INSERT INTO results (submission_id, env_id, n, mean, iqm, ci_low, ci_high,
-            by_task_type) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+        """INSERT INTO results (submission_id, env_id, n, mean, ci_low, ci_high, summary)
+        VALUES (?, ?, ?, ?, ?, ?, ?)""",
         [
             (
                 submission_id,
                 env_id,
-                *(summary[f] for f in SUMMARY_FIELDS),
-                json.dumps(summary.get("by_task_type", {})),
+                summary["n"],
+                summary["mean"],
+                summary["ci_low"],
+                summary["ci_high"],
+                json.dumps(_stored_summary(summary)),
             )
             for env_id, summary in sorted(aggregates.items())
         ],
     )
 
 
-def _seeds(doc: dict[str, Any]) -> int:
+def _stored_summary(summary: EnvSummary) -> dict[str, Any]:
+    """The fields of a submitted summary that the board keeps, in summary order.
+
+    Every field of :func:`agentgym.harness.stats.summary_fields` (checked against the
+    episodes before storing; statistics as floats, as the ranking columns hold them) and
+    ``by_task_type`` as submitted.
+    """
+    values: dict[str, Any] = dict(summary)
+    kept = {f: values[f] if f == "n" else float(values[f]) for f in summary_fields()}
+    return {**kept, "by_task_type": values.get("by_task_type", {})}
+
+
+def _decode(submission_id: int, encoding: str, body: bytes) -> ResultsDoc:
+    """A stored document from its row of ``documents`` (it passed the checks when stored).
+
+    Raises:
+        BadInput: an encoding this version does not know.
+    """
+    if encoding != DOCUMENT_ENCODING:
+        raise BadInput(f"submission #{submission_id} is stored as {encoding!r}, unknown here")
+    doc: ResultsDoc = json.loads(zlib.decompress(body))
+    return doc
+
+
+def _seeds(doc: Mapping[str, Any]) -> int:
     """Runs per env: the file's ``seeds``, or (older files) the number of runs played."""
     return int(doc.get("seeds") or 1 + max(ep["run"] for ep in doc["episodes"]))
 
 
-def _sha256(canonical: bytes) -> str:
-    """:func:`validate.content_hash` of the document whose canonical JSON this is."""
-    return hashlib.sha256(canonical).hexdigest()
+def _sha256(data: bytes) -> str:
+    """:func:`validate.content_hash` of the document whose canonical JSON is ``data``."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def _now() -> str:
@@ -259,17 +345,21 @@ class Leaderboard:
     """
 
     def __init__(self, path: Path | str | None = None) -> None:
+        """Open (creating and migrating if needed) the database at ``path``."""
         self.path = Path(path) if path is not None else home() / DB_NAME
         self._conn = connect(self.path)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
+        """``Leaderboard('path')``."""
         return f"Leaderboard({str(self.path)!r})"
 
     def __enter__(self) -> Leaderboard:
+        """The store itself; it closes at the end of the ``with`` block."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the connection."""
         self.close()
 
     def close(self) -> None:
@@ -278,7 +368,7 @@ class Leaderboard:
 
     # ------------------------------------------------------------------ writing
 
-    def submit(self, doc: dict[str, Any], *, name: str | None = None) -> int:
+    def submit(self, doc: Mapping[str, Any], *, name: str | None = None) -> int:
         """Check a results document and store it in one transaction.
 
         Args:
@@ -293,17 +383,16 @@ class Leaderboard:
                 JSON, whatever its formatting) was submitted before.
             BadInput: an empty or overlong name.
         """
-        canonical = canonical_json(doc)
+        data = canonical(doc)
         with self._lock:  # cheap, so before the checks; repeated inside the transaction
-            self._refuse_duplicate(_sha256(canonical))
+            self._refuse_duplicate(_sha256(data))
         check_submission(doc)
-        return self._insert(doc, _clean_name(name, doc), canonical)
+        return self._insert(doc, _clean_name(name, doc), data)
 
-    def _insert(self, doc: dict[str, Any], name: str, canonical: bytes) -> int:
-        """Store a checked document given its canonical JSON (the storage half of
-        :meth:`submit`)."""
-        digest = _sha256(canonical)
-        body = zlib.compress(canonical, ZLIB_LEVEL)
+    def _insert(self, doc: Mapping[str, Any], name: str, data: bytes) -> int:
+        """Store a checked document given its canonical JSON ``data`` (half of :meth:`submit`)."""
+        digest = _sha256(data)
+        body = zlib.compress(data, ZLIB_LEVEL)
         with self._lock, _transaction(self._conn):
             self._refuse_duplicate(digest)
             submission_id = _insert_submission(self._conn, doc, name, digest)
@@ -428,19 +517,13 @@ class Leaderboard:
             "seeds": s["seeds"],
             "episodes_per_seed": s["episodes_per_seed"],
             "bootstrap": {"seed": s["bootstrap_seed"], "reps": s["bootstrap_reps"]},
-            "aggregates": {
-                r["env_id"]: {
-                    **{f: r[f] for f in SUMMARY_FIELDS},
-                    "by_task_type": json.loads(r["by_task_type"]),
-                }
-                for r in results
-            },
+            "aggregates": {r["env_id"]: json.loads(r["summary"]) for r in results},
             "verified": _verified(s["verified"]),
             "verify_note": s["verify_note"],
             "verified_at": s["verified_at"],
         }
 
-    def document(self, submission_id: int) -> dict[str, Any]:
+    def document(self, submission_id: int) -> ResultsDoc:
         """The results document as submitted (episodes included), for ``agentgym verify``.
 
         Raises:
@@ -452,11 +535,7 @@ class Leaderboard:
             ).fetchone()
         if row is None:
             raise self._unknown(submission_id)
-        encoding, body = row
-        if encoding != DOCUMENT_ENCODING:
-            raise BadInput(f"submission #{submission_id} is stored as {encoding!r}, unknown here")
-        doc: dict[str, Any] = json.loads(zlib.decompress(body))
-        return doc
+        return _decode(submission_id, *row)
 
     def env_ids(self) -> list[str]:
         """The env ids that have at least one submission, sorted."""
@@ -472,7 +551,7 @@ class Leaderboard:
         )
 
 
-def _clean_name(name: str | None, doc: dict[str, Any]) -> str:
+def _clean_name(name: str | None, doc: Mapping[str, Any]) -> str:
     """The board name: given or the agent's, stripped, 1 to ``MAX_NAME`` characters."""
     chosen = (doc["agent"]["name"] if name is None else name).strip()
     if not chosen or len(chosen) > MAX_NAME:

@@ -3,14 +3,16 @@
 A results file is trusted only as far as it can be checked here, without playing episodes
 (``agentgym verify`` replays a sample later):
 
-1. it is JSON and follows ``schema/results.schema.json`` (schema_version 1);
+1. it is JSON and follows the harness's results schema (schema_version 1,
+   :func:`agentgym.harness.results.results_schema`);
 2. it has episodes, each env it plays is declared once, and no episode key
    ``(env_id, run, episode)`` appears twice;
 3. every env exists in this installation with the same version and data hash;
 4. its episodes are exactly the harness's seed plan (``seeds`` runs of ``episodes_per_seed``
    episodes drawn from ``root_seed``), so no unlucky seed was left out;
 5. its aggregates agree with a recomputation from the episodes, with the file's own
-   bootstrap seed and repetitions.
+   bootstrap seed and repetitions, on every field of
+   :func:`agentgym.harness.stats.summary_fields`.
 
 Each refusal is a :class:`BadSubmission` with one sentence that names what is wrong.
 """
@@ -25,22 +27,22 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentgym.core.canonical import canonical
 from agentgym.core.errors import BadInput, UnknownEnv
-from agentgym.harness.results import SCHEMA_VERSION
+from agentgym.harness.results import SCHEMA_VERSION, results_schema
 from agentgym.harness.seeds import episode_seeds
-from agentgym.harness.stats import aggregate
+from agentgym.harness.stats import aggregate, summary_fields
 from agentgym.registry import env_ids, env_info, make
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-SCHEMA_PATH = Path(__file__).with_name("schema") / "results.schema.json"
 TOLERANCE = 1e-9
 """Largest absolute difference allowed between a stored and a recomputed aggregate."""
-SUMMARY_FIELDS = ("n", "mean", "iqm", "ci_low", "ci_high")
 _MAX_SHOWN = 120  # characters of an offending value quoted in a message
 
-Doc = dict[str, Any]
+Doc = Mapping[str, Any]
+"""A results document as read, before the checks (a ``ResultsDoc`` once they pass)."""
 Key = tuple[str, int, int]
 
 
@@ -51,14 +53,11 @@ class BadSubmission(BadInput):
 # ---------------------------------------------------------------------------- loading
 
 
-def canonical_json(doc: Any) -> bytes:
-    """Canonical JSON bytes: sorted keys, no whitespace, UTF-8."""
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def content_hash(doc: Mapping[str, Any] | bytes | str) -> str:
-    """sha256 of the document's canonical JSON, so that re-indenting a file or reordering its
-    keys gives the same hash.
+    """The sha256 of the document's canonical JSON (:func:`agentgym.core.canonical.canonical`).
+
+    Re-indenting a file, reordering its keys or escaping its characters differently gives
+    the same hash.
 
     Args:
         doc: a parsed results document, or the raw bytes or text of a results file.
@@ -68,10 +67,10 @@ def content_hash(doc: Mapping[str, Any] | bytes | str) -> str:
     """
     if isinstance(doc, (bytes, str)):
         doc = _parse(doc, "the submission")
-    return hashlib.sha256(canonical_json(doc)).hexdigest()
+    return hashlib.sha256(canonical(doc)).hexdigest()
 
 
-def load_submission(path: Path | str) -> tuple[Doc, bytes]:
+def load_submission(path: Path | str) -> tuple[dict[str, Any], bytes]:
     """Read a results file.
 
     Returns:
@@ -91,7 +90,7 @@ def load_submission(path: Path | str) -> tuple[Doc, bytes]:
     return _parse(raw, str(path)), raw
 
 
-def _parse(raw: bytes | str, where: str) -> Doc:
+def _parse(raw: bytes | str, where: str) -> dict[str, Any]:
     try:
         doc = json.loads(raw, parse_constant=_refuse_constant)
     except BadSubmission as e:
@@ -117,7 +116,7 @@ def _refuse_constant(name: str) -> float:
 def _validator() -> Validator:
     import jsonschema  # here: listing the board should not pay for its import
 
-    schema = json.loads(SCHEMA_PATH.read_text())
+    schema = results_schema()
     base = jsonschema.validators.validator_for(schema)
     base.check_schema(schema)
     # JSON Schema counts 1.0 as an integer; runs, seeds and counts index lists here.
@@ -125,7 +124,8 @@ def _validator() -> Validator:
         "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool)
     )
     cls = jsonschema.validators.extend(base, type_checker=strict)
-    return cls(schema)  # type: ignore[no-any-return]
+    validator: Validator = cls(schema)
+    return validator
 
 
 def check_schema(doc: Doc) -> None:
@@ -231,10 +231,12 @@ def installed_data_hash(env_id: str, split: str, kwargs_json: str) -> str | None
 
 
 def check_seed_plan(doc: Doc) -> None:
-    """Each env's episodes are exactly the harness's plan: runs ``0..seeds-1`` of episodes
-    ``0..episodes_per_seed-1``, with the seeds that ``root_seed`` gives (DESIGN, Harness).
+    """Each env's episodes are exactly the harness's plan.
 
-    Coverage is checked before seeds are derived, so a huge ``seeds`` costs nothing."""
+    That is runs ``0..seeds-1`` of episodes ``0..episodes_per_seed-1``, with the seeds that
+    ``root_seed`` gives (DESIGN, Harness). Coverage is checked before seeds are derived, so a
+    huge ``seeds`` costs nothing.
+    """
     per_run = doc["episodes_per_seed"]
     runs = doc.get("seeds") or 1 + max(ep["run"] for ep in doc["episodes"])
     by_env: dict[str, set[tuple[int, int]]] = {}
@@ -292,7 +294,7 @@ def _compare_keys(stored: set[str], fresh: set[str], what: str, source: str) -> 
 def _compare_summary(
     stored: Mapping[str, Any], fresh: Mapping[str, Any], where: str, how: str
 ) -> None:
-    for field in SUMMARY_FIELDS:
+    for field in summary_fields():
         if not abs(float(stored[field]) - float(fresh[field])) <= TOLERANCE:  # NaN fails too
             raise BadSubmission(
                 f"{where} disagree with its episodes: {field} is {stored[field]!r} in the file "

@@ -8,6 +8,7 @@ differing episodes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from agentgym.agents import describe_agent, load_agent
 from agentgym.core.errors import BadInput
 from agentgym.harness.episode import run_episode
+from agentgym.harness.results import EpisodeRecord
 from agentgym.leaderboard.store import Leaderboard
 from agentgym.registry import make
 
@@ -22,7 +24,7 @@ from agentgym.registry import make
 REPLAYED_FIELDS = ("transcript_sha256", "success", "return", "steps", "task_id", "error")
 
 
-def _sample(episodes: list[dict[str, Any]], k: int, submission_id: int) -> list[dict[str, Any]]:
+def _sample(episodes: Sequence[EpisodeRecord], k: int, submission_id: int) -> list[EpisodeRecord]:
     """``k`` episodes drawn without replacement, the same ones each time for a submission."""
     rng = np.random.default_rng(submission_id)
     picks = rng.choice(len(episodes), size=min(k, len(episodes)), replace=False)
@@ -59,7 +61,8 @@ def verify(lb: Leaderboard, submission_id: int, *, sample: int = 10) -> dict[str
             seed=ep["seed"],
         )
         env.close()
-        fields = [f for f in REPLAYED_FIELDS if replay[f] != ep.get(f)]
+        got: Mapping[str, Any] = replay
+        fields = [f for f in REPLAYED_FIELDS if got[f] != ep.get(f)]
         if fields:
             differing.append(
                 {
@@ -69,7 +72,7 @@ def verify(lb: Leaderboard, submission_id: int, *, sample: int = 10) -> dict[str
                     "seed": ep["seed"],
                     "fields": fields,
                     "expected": {f: ep.get(f) for f in fields},
-                    "got": {f: replay[f] for f in fields},
+                    "got": {f: got[f] for f in fields},
                 }
             )
     ok = not differing

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from agentgym.agents.builtin import RandomAgent
+from agentgym.core.canonical import canonical as canonical  # re-exported for the checks
+from agentgym.core.canonical import jsonable as jsonable
 from agentgym.registry import make
 
 # Actions no environment may raise on; each must come back with action_valid False.
@@ -28,27 +29,13 @@ ADVERSARIAL_ACTIONS: tuple[tuple[str, Any], ...] = (
 )
 
 
-def jsonable(x: Any) -> Any:
-    """Numpy values and containers as plain JSON data."""
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    return x
-
-
-def canonical(record: Any) -> bytes:
-    """Canonical JSON bytes of a record (sorted keys, no spaces)."""
-    return json.dumps(jsonable(record), sort_keys=True, separators=(",", ":")).encode()
-
-
 def continue_canonical(env: Any, actions: Sequence[Any]) -> list[bytes]:
-    """Step ``actions`` on a started ``env`` until the episode ends; the canonical bytes of
-    each step's ``(obs, reward, terminated, truncated, info)`` (to compare two envs' futures)."""
+    """Step ``actions`` on a started ``env`` until the episode ends.
+
+    Returns:
+        The canonical bytes of each step's ``(obs, reward, terminated, truncated, info)``
+        (to compare two envs' futures).
+    """
     out = []
     for action in actions:
         obs, reward, terminated, truncated, info = env.step(action)
@@ -61,9 +48,12 @@ def continue_canonical(env: Any, actions: Sequence[Any]) -> list[bytes]:
 def transcript(
     env_id: str, seed: int, steps: int = 40, env_kwargs: dict[str, Any] | None = None
 ) -> bytes:
-    """Play ``steps`` turns of seeded random actions (some from the action space, which may be
-    invalid), resetting with the next seed when an episode ends, and return the whole
-    exchange as canonical JSON lines."""
+    """Play ``steps`` turns of seeded random actions and return the exchange as canonical JSON.
+
+    Some actions come from the action space and may be invalid; an episode that ends is
+    followed by a reset with the next seed. The whole exchange is returned as canonical JSON
+    lines.
+    """
     env = make(env_id, **(env_kwargs or {}))
     agent, rng = RandomAgent(), np.random.default_rng(seed)
     env.action_space.seed(seed)

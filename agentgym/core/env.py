@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 import gymnasium as gym
 import numpy as np
 
+from agentgym.core.canonical import canonical
 from agentgym.core.errors import BadInput, ResetNeeded, SnapshotMismatch
 
 SPLITS = ("train", "val", "test")
@@ -61,6 +62,7 @@ class AgentEnv(gym.Env[ObsT, ActT], Generic[ObsT, ActT]):
     default_max_turns: ClassVar[int] = 20
 
     def __new__(cls, *args: Any, **kwargs: Any) -> AgentEnv[Any, Any]:
+        """Create the instance and keep its constructor arguments (pickling rebuilds it)."""
         # Remember the constructor's arguments so that pickling can rebuild the instance.
         obj = super().__new__(cls)
         obj._init_args = (args, dict(kwargs))
@@ -149,8 +151,10 @@ class AgentEnv(gym.Env[ObsT, ActT], Generic[ObsT, ActT]):
 
     @classmethod
     def registry_note(cls, **kwargs: Any) -> str:
-        """A line ``agentgym envs`` shows beside the id made with ``kwargs`` (e.g. how many
-        entries of an official set were excluded and why); "" for none."""
+        """The line ``agentgym envs`` shows beside the id made with ``kwargs``; "" for none.
+
+        For example, how many entries of an official set were excluded and why.
+        """
         return ""
 
     # ------------------------------------------------------------------ gymnasium API
@@ -259,7 +263,7 @@ class AgentEnv(gym.Env[ObsT, ActT], Generic[ObsT, ActT]):
             "last_obs": self._last_obs,
             "state": self._get_state(),
         }
-        return json.dumps(state, sort_keys=True, separators=(",", ":")).encode()
+        return canonical(state)
 
     def restore(self, snapshot: bytes) -> None:
         """Continue from ``snapshot`` (made by ``snapshot()`` on an env of the same id)."""
@@ -286,6 +290,7 @@ class AgentEnv(gym.Env[ObsT, ActT], Generic[ObsT, ActT]):
         self._set_state(state["state"])
 
     def __getstate__(self) -> dict[str, Any]:
+        """The pickled form: constructor arguments and, once started, the snapshot."""
         started = self._task_id is not None
         return {
             "init": self._init_args,
@@ -294,8 +299,10 @@ class AgentEnv(gym.Env[ObsT, ActT], Generic[ObsT, ActT]):
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        """Rebuild from :meth:`__getstate__`'s form (restoring the snapshot, if any)."""
         args, kwargs = state["init"]
         self._init_args = (args, kwargs)
+        # rebuilding by re-running the constructor is the point; mypy forbids calling __init__
         self.__init__(*args, **kwargs)  # type: ignore[misc]
         self.spec = state["spec"]
         if state["snapshot"] is not None:

@@ -1,0 +1,1 @@
+"""The harness: fixed checkpoints scored over many seeds, the results contract, statistics."""

@@ -1,5 +1,7 @@
-"""``agentgym ablate``: re-run an agent on corpora with the nodes of its own provenance
-removed (the GraphRAG provenance study), to see which evidence its success depends on."""
+"""``agentgym ablate``: re-run an agent on corpora with its own provenance nodes removed.
+
+This is the GraphRAG provenance study: it shows which evidence the agent's success depends on.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import numpy as np
 from agentgym.agents import load_agent
 from agentgym.core.errors import BadInput
 from agentgym.harness.episode import run_episode
+from agentgym.harness.results import EpisodeRecord
 from agentgym.harness.seeds import episode_seeds
 from agentgym.harness.stats import aggregate
 from agentgym.registry import make
@@ -17,7 +20,7 @@ from agentgym.registry import make
 
 def _play(
     env_id: str, agent_spec: str, seeds: list[int], env_kwargs: dict[str, Any]
-) -> tuple[list[dict[str, Any]], dict[str, dict[str, list[str]]]]:
+) -> tuple[list[EpisodeRecord], dict[str, dict[str, list[str]]]]:
     """Episodes of ``agent_spec`` (one per seed) and their final provenance by task@seed."""
     env, agent = make(env_id, **env_kwargs), load_agent(agent_spec)
     records, provenance = [], {}

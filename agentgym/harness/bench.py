@@ -1,5 +1,8 @@
-"""Harness speed: overhead per episode against a bare env/agent loop, process-pool scaling
-on CPU-bound episodes, and Ray's per-episode overhead. Peers run in the same process."""
+"""Harness speed, against peers run in the same process.
+
+Measured: overhead per episode against a bare env/agent loop, process-pool scaling on
+CPU-bound episodes, and Ray's per-episode overhead.
+"""
 
 from __future__ import annotations
 
@@ -20,16 +23,21 @@ BUSY_MS = 20.0
 
 
 class BusyAgent:
-    """A random agent that also computes for ``BUSY_MS`` per action (a stand-in for a model
-    forward pass), so that episodes are CPU-bound."""
+    """A random agent that also computes for ``BUSY_MS`` per action.
+
+    The computation stands in for a model's forward pass, so that episodes are CPU-bound.
+    """
 
     def __init__(self) -> None:
+        """Wrap the built-in random agent."""
         self._inner = load_agent("random")
 
     def reset(self, env_id: str, seed: int) -> None:
+        """Start an episode (the random agent's reset)."""
         self._inner.reset(env_id, seed)
 
     def act(self, observation: Any, info: dict[str, Any]) -> Any:
+        """Busy for ``BUSY_MS``, then the random agent's action."""
         end = time.perf_counter() + BUSY_MS / 1000
         x = 0.0
         while time.perf_counter() < end:

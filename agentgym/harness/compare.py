@@ -24,12 +24,14 @@ Statistics, per pair ``d = success_B − success_A`` (an errored episode is a fa
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
 from agentgym.core.errors import BadInput
+from agentgym.harness.results import EpisodeRecord
 from agentgym.harness.stats import DEFAULT_REPS, episode_score
 
 CONFIDENCE = 0.95
@@ -41,15 +43,21 @@ Z_POWER = NormalDist().inv_cdf(1 - (1 - CONFIDENCE) / 2) + NormalDist().inv_cdf(
 _CHUNK_CELLS = 1 << 22
 
 PairKey = tuple[str, int, str, int]
+Pair = tuple[EpisodeRecord, EpisodeRecord]
+"""An episode of A and the episode of B it pairs with."""
 
 
 def compare(
-    a: dict[str, Any], b: dict[str, Any], *, bootstrap_seed: int = 0, reps: int = DEFAULT_REPS
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+    *,
+    bootstrap_seed: int = 0,
+    reps: int = DEFAULT_REPS,
 ) -> dict[str, Any]:
     """Paired comparison of results document ``b`` against ``a`` on their shared episodes.
 
     Args:
-        a: results document A (the baseline).
+        a: results document A (the baseline), e.g. from ``read_results``.
         b: results document B.
         bootstrap_seed: seeds the bootstrap; the same documents and seed give the same
             numbers.
@@ -84,7 +92,8 @@ def compare(
 # ---------------------------------------------------------------------------- pairing
 
 
-def _check_same_envs(a: dict[str, Any], b: dict[str, Any]) -> None:
+def _check_same_envs(a: Mapping[str, Any], b: Mapping[str, Any]) -> None:
+    """Refuse two files that evaluate the same env id at different versions or data."""
     envs_a = {e["id"]: e for e in a.get("envs") or []}
     for env_b in b.get("envs") or []:
         env_a = envs_a.get(env_b["id"])
@@ -99,10 +108,13 @@ def _check_same_envs(a: dict[str, Any], b: dict[str, Any]) -> None:
                 )
 
 
-def _keyed(episodes: list[dict[str, Any]]) -> dict[PairKey, dict[str, Any]]:
-    """Episodes by (env_id, seed, task_id, k), k counting repeats of that triple in
-    (run, episode) order, so a repeated seed pairs first with first."""
-    out: dict[PairKey, dict[str, Any]] = {}
+def _keyed(episodes: Iterable[EpisodeRecord]) -> dict[PairKey, EpisodeRecord]:
+    """Episodes by ``(env_id, seed, task_id, k)``.
+
+    ``k`` counts repeats of that triple in (run, episode) order, so a repeated seed pairs
+    first with first.
+    """
+    out: dict[PairKey, EpisodeRecord] = {}
     seen: dict[tuple[str, int, str], int] = {}
     for ep in sorted(episodes, key=lambda e: (e["env_id"], e["run"], e["episode"])):
         triple = (ep["env_id"], int(ep["seed"]), str(ep["task_id"]))
@@ -113,11 +125,11 @@ def _keyed(episodes: list[dict[str, Any]]) -> dict[PairKey, dict[str, Any]]:
 
 
 def _pair(
-    episodes_a: list[dict[str, Any]], episodes_b: list[dict[str, Any]]
-) -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
+    episodes_a: Iterable[EpisodeRecord], episodes_b: Iterable[EpisodeRecord]
+) -> dict[str, list[Pair]]:
     """Shared episodes as ``{env_id: [(episode_a, episode_b), ...]}`` in a fixed order."""
     keyed_a, keyed_b = _keyed(episodes_a), _keyed(episodes_b)
-    out: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    out: dict[str, list[Pair]] = {}
     for key in sorted(keyed_a.keys() & keyed_b.keys()):
         out.setdefault(key[0], []).append((keyed_a[key], keyed_b[key]))
     return out
@@ -126,9 +138,8 @@ def _pair(
 # ---------------------------------------------------------------------------- statistics
 
 
-def _summary(
-    pairs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]], *, bootstrap_seed: int, reps: int
-) -> dict[str, Any]:
+def _summary(pairs: dict[str, list[Pair]], *, bootstrap_seed: int, reps: int) -> dict[str, Any]:
+    """The comparison's fields (see :func:`compare`) over ``pairs``, pooled across envs."""
     diffs = {
         env_id: np.array([episode_score(eb) - episode_score(ea) for ea, eb in p])
         for env_id, p in pairs.items()
@@ -154,8 +165,10 @@ def _summary(
 
 
 def _bootstrap_means(groups: list[np.ndarray], reps: int, rng: np.random.Generator) -> np.ndarray:
-    """Mean over all pairs of ``reps`` resamples that redraw each group's pairs with
-    replacement and keep its size; shape ``(reps,)``."""
+    """Mean over all pairs of ``reps`` resamples, shape ``(reps,)``.
+
+    Each resample redraws every group's pairs with replacement and keeps the group's size.
+    """
     total = np.zeros(reps)
     for d in groups:
         chunk = max(1, _CHUNK_CELLS // d.size)
@@ -166,8 +179,8 @@ def _bootstrap_means(groups: list[np.ndarray], reps: int, rng: np.random.Generat
     return total / sum(d.size for d in groups)
 
 
-def _prob_improvement(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> float:
-    """rliable's probability of improvement of B over A on one env's run scores."""
+def _prob_improvement(pairs: list[Pair]) -> float:
+    """The probability of improvement (rliable's) of B over A on one env's run scores."""
     runs_a: dict[int, list[float]] = {}
     runs_b: dict[int, list[float]] = {}
     for ea, eb in pairs:
@@ -191,8 +204,10 @@ def probability_of_improvement(scores_x: np.ndarray, scores_y: np.ndarray) -> fl
 
 
 def pairs_needed(sd: float, target: float = TARGET_DIFF) -> int:
-    """Pairs for 80% power at two-sided alpha 0.05 to detect ``target`` given the paired
-    sd (normal approximation: n = ((z_0.975 + z_0.8)·sd / target)²)."""
+    """Pairs for 80% power at two-sided alpha 0.05 to detect ``target``, given the paired sd.
+
+    By the normal approximation: n = ((z_0.975 + z_0.8)·sd / target)².
+    """
     return max(2, math.ceil((Z_POWER * sd / target) ** 2))
 
 
@@ -220,4 +235,5 @@ def verdict(diff: float, ci_low: float, ci_high: float, n: int, sd: float | None
 
 
 def _pts(x: float) -> str:
+    """A 0-1 difference in points with one decimal."""
     return f"{100 * x:.1f}"

@@ -23,8 +23,12 @@ if TYPE_CHECKING:
 def _null_control(
     env_id: str, seeds: list[int], split: str, env_kwargs: dict[str, Any]
 ) -> dict[str, Any] | None:
-    """Mean exact-match score of permuted gold answers, the chance rate, and whether the
-    first stays within two standard errors (plus 2 points) of the second."""
+    """The null control on one env, or None where the env has no gold answers.
+
+    Returns:
+        The mean exact-match score of permuted gold answers, the chance rate, and whether
+        the first stays within two standard errors (plus 2 points) of the second.
+    """
     env = make(env_id, split=split, privileged=True, **env_kwargs)
     base: Any = env.unwrapped
     golds = []

@@ -9,7 +9,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentgym.checker.transcript import canonical, jsonable
+from agentgym.core.canonical import canonical, jsonable
+from agentgym.harness.results import EpisodeRecord
 
 
 def run_episode(
@@ -22,30 +23,29 @@ def run_episode(
     seed: int,
     on_end: Callable[[dict[str, Any]], None] | None = None,
     transcript: list[Any] | None = None,
-) -> dict[str, Any]:
+) -> EpisodeRecord:
     """Play one episode and return its record (an error is recorded, never raised).
 
     The transcript hash covers every observation, action, reward and end flag, so a re-run
-    of the same agent on the same seed can be compared byte for byte. ``on_end`` receives
-    the last ``info`` of an episode that ended normally; ``transcript``, when given, gets
-    the same exchange as JSON-able lists (``["reset", seed, obs]`` then one
-    ``[action, obs, reward, terminated, truncated]`` per step).
+    of the same agent on the same seed can be compared byte for byte.
+
+    Args:
+        env: the env, made for the evaluation's split.
+        agent: an agent (``reset``, ``act``, optional ``bind`` and ``tokens_used``).
+        env_id: the env's id; ``run`` and ``episode`` complete the record's key.
+        run: the run index.
+        episode: the episode index within the run.
+        seed: passed to ``env.reset`` and ``agent.reset``.
+        on_end: receives the last ``info`` of an episode that ended normally.
+        transcript: when given, gets the same exchange as JSON-able lists
+            (``["reset", seed, obs]`` then one ``[action, obs, reward, terminated,
+            truncated]`` per step).
+
+    Returns:
+        The episode's record; its ``transcript_sha256`` hashes the canonical JSON of each
+        item of the exchange in turn.
     """
-    record: dict[str, Any] = {
-        "env_id": env_id,
-        "run": run,
-        "episode": episode,
-        "seed": seed,
-        "task_id": None,
-        "task_type": None,
-        "success": False,
-        "return": 0.0,
-        "steps": 0,
-        "tokens": 0,
-        "seconds": 0.0,
-        "error": None,
-        "transcript_sha256": None,
-    }
+    record = _blank_record(env_id, run, episode, seed)
     digest = hashlib.sha256()
     start = time.perf_counter()
     try:
@@ -74,7 +74,27 @@ def run_episode(
     return record
 
 
+def _blank_record(env_id: str, run: int, episode: int, seed: int) -> EpisodeRecord:
+    """The record of an episode not played yet, its keys in results-file order."""
+    return {
+        "env_id": env_id,
+        "run": run,
+        "episode": episode,
+        "seed": seed,
+        "task_id": None,
+        "task_type": None,
+        "success": False,
+        "return": 0.0,
+        "steps": 0,
+        "tokens": 0,
+        "seconds": 0.0,
+        "error": None,
+        "transcript_sha256": "",
+    }
+
+
 def _note(digest: Any, transcript: list[Any] | None, item: list[Any]) -> None:
+    """Add ``item`` to the running hash (and to ``transcript``)."""
     data = jsonable(item)
     digest.update(canonical(data))
     if transcript is not None:

@@ -8,17 +8,25 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from agentgym.agents import describe_agent, load_agent
 from agentgym.core.errors import AgentGymError, BadInput
+from agentgym.harness.controls import run_controls
 from agentgym.harness.journal import Journal, journal_path, read_journal, transcripts_path
 from agentgym.harness.results import (
     HARNESS_VERSION,
     IDENTITY_FIELDS,
     SCHEMA_VERSION,
+    AgentEntry,
+    EnvEntry,
+    EpisodeRecord,
+    ResultsDoc,
+    ResultsHeader,
+    identity_of,
     packages,
     read_results,
     write_atomic,
@@ -35,14 +43,17 @@ class Interrupted(AgentGymError):
     """Ctrl-C during an evaluation: the finished episodes are saved in the journal."""
 
 
-def _key(record: dict[str, Any]) -> Key:
+def _key(record: EpisodeRecord) -> Key:
+    """An episode's key ``(env_id, run, episode)``."""
     return record["env_id"], record["run"], record["episode"]
 
 
 @dataclass(frozen=True)
 class RunPlan:
-    """What an evaluation plays: an agent on envs over a seed tree (everything but where the
-    results go and how the episodes are run)."""
+    """What an evaluation plays: an agent on envs over a seed tree.
+
+    Everything but where the results go and how the episodes are run.
+    """
 
     agent_spec: str
     env_ids: tuple[str, ...]
@@ -62,9 +73,9 @@ class RunPlan:
         return episode_seeds(self.root_seed, self.seeds, self.episodes_per_seed)
 
 
-def header(plan: RunPlan) -> dict[str, Any]:
-    """Everything of a results file but its episodes and aggregates."""
-    envs = []
+def header(plan: RunPlan) -> ResultsHeader:
+    """Everything of a results file but its episodes and aggregates (builds each env once)."""
+    envs: list[EnvEntry] = []
     for env_id in plan.env_ids:
         env = make(env_id, split=plan.split, **plan.env_kwargs)
         envs.append(
@@ -79,7 +90,7 @@ def header(plan: RunPlan) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "harness_version": HARNESS_VERSION,
-        "agent": describe_agent(plan.agent_spec),
+        "agent": cast(AgentEntry, describe_agent(plan.agent_spec)),
         "envs": envs,
         "split": plan.split,
         "root_seed": plan.root_seed,
@@ -90,15 +101,15 @@ def header(plan: RunPlan) -> dict[str, Any]:
     }
 
 
-def _resume(out: Path, identity: dict[str, Any], overwrite: bool) -> list[dict[str, Any]]:
+def _resume(out: Path, identity: dict[str, Any], overwrite: bool) -> list[EpisodeRecord]:
     """Finished episodes of the same command in ``out`` and its journal; refuse another run's."""
     if overwrite:
         return []
-    kept: dict[Key, dict[str, Any]] = {}
-    sources: list[tuple[dict[str, Any] | None, list[dict[str, Any]]]] = []
+    kept: dict[Key, EpisodeRecord] = {}
+    sources: list[tuple[dict[str, Any] | None, list[EpisodeRecord]]] = []
     if out.exists():
         old = read_results(out)
-        sources.append(({k: old.get(k) for k in IDENTITY_FIELDS}, old["episodes"]))
+        sources.append((identity_of(old), old["episodes"]))
     sources.append(read_journal(journal_path(out)))
     for old_identity, records in sources:
         if old_identity is None:
@@ -155,7 +166,7 @@ def evaluate(
     controls: bool = False,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Score ``agent_spec`` on each env over ``seeds`` runs of ``episodes_per_seed`` episodes.
+    """Score an agent on envs over many seeded runs; return the results document.
 
     Args:
         agent_spec: random, oracle, module:Class, a checkpoint directory or openai:URL#model.
@@ -178,64 +189,59 @@ def evaluate(
         BadInput: unusable arguments, or ``out`` belongs to another run.
         Interrupted: Ctrl-C; finished episodes stay in the journal for a resume.
     """
-    if seeds < 1 or episodes_per_seed < 1:
+    kwargs = dict(env_kwargs or {})
+    plan = RunPlan(agent_spec, tuple(env_ids), seeds, episodes_per_seed, root_seed, split, kwargs)
+    _check(plan, out, transcripts)
+    doc = header(plan)
+    records = _resume(out, identity_of(doc), overwrite) if out else []
+    units = plan_units(plan, {_key(r) for r in records}, transcripts)
+    journal = Journal(journal_path(out), identity_of(doc), records) if out else None
+    how = {"backend": backend, "workers": workers, "address": address}
+    try:
+        _play(units, records, journal, out if transcripts else None, plan.total, progress, **how)
+    except KeyboardInterrupt:
+        raise _interrupted(journal, len(records), plan.total) from None
+    result = finish(doc, records)
+    if controls:
+        result["controls"] = run_controls(plan)
+    if out:
+        _save(out, result, journal, transcripts)
+    return dict(result)  # a plain dict, as callers annotate it
+
+
+def _check(plan: RunPlan, out: Path | None, transcripts: bool) -> None:
+    """Refuse (BadInput) a plan whose counts, output, envs or agent are unusable."""
+    if plan.seeds < 1 or plan.episodes_per_seed < 1:
         raise BadInput("--seeds and --episodes-per-seed must be at least 1")
     if transcripts and out is None:
         raise BadInput("--transcripts needs --out (they are written beside it)")
     if out is not None and (out.is_dir() or not out.name):
         raise BadInput(f"{out} is a directory: give a file path for --out")
-    for env_id in env_ids:
+    for env_id in plan.env_ids:
         env_info(env_id)
-    load_agent(agent_spec)  # a bad spec fails before any work
-    plan = RunPlan(
-        agent_spec,
-        tuple(env_ids),
-        seeds,
-        episodes_per_seed,
-        root_seed,
-        split,
-        dict(env_kwargs or {}),
-    )
-    doc = header(plan)
-    identity = {k: doc[k] for k in IDENTITY_FIELDS}
-    records = _resume(out, identity, overwrite) if out else []
-    units = plan_units(plan, {_key(r) for r in records}, transcripts)
-    journal = Journal(journal_path(out), identity, records) if out else None
-    total = plan.total
-    try:
-        _play(
-            units,
-            records,
-            journal,
-            out if transcripts else None,
-            total,
-            progress,
-            backend=backend,
-            workers=workers,
-            address=address,
-        )
-    except KeyboardInterrupt:
-        if journal:
-            journal.close(remove=False)
-        where = f"; run the same command to resume from {journal.path}" if journal else ""
-        raise Interrupted(f"interrupted after {len(records)} of {total} episodes{where}") from None
-    result = finish(doc, records)
-    if controls:
-        from agentgym.harness.controls import run_controls
+    load_agent(plan.agent_spec)  # a bad spec fails before any work
 
-        result["controls"] = run_controls(plan)
-    if out:
-        write_atomic(out, result)
-        assert journal is not None
-        journal.close(remove=True)
-        if transcripts:
-            _compact_transcripts(transcripts_path(out), {_key(r) for r in records})
-    return result
+
+def _interrupted(journal: Journal | None, done: int, total: int) -> Interrupted:
+    """Keep the journal of an interrupted run and say how to resume it."""
+    if journal:
+        journal.close(remove=False)
+    where = f"; run the same command to resume from {journal.path}" if journal else ""
+    return Interrupted(f"interrupted after {done} of {total} episodes{where}")
+
+
+def _save(out: Path, result: ResultsDoc, journal: Journal | None, transcripts: bool) -> None:
+    """Write the results file, then drop the journal and duplicate transcripts."""
+    write_atomic(out, result)
+    assert journal is not None
+    journal.close(remove=True)
+    if transcripts:
+        _compact_transcripts(transcripts_path(out), {_key(r) for r in result["episodes"]})
 
 
 def _play(
     units: list[Unit],
-    records: list[dict[str, Any]],
+    records: list[EpisodeRecord],
     journal: Journal | None,
     transcripts_out: Path | None,
     total: int,
@@ -267,11 +273,12 @@ def _compact_transcripts(path: Path, keys: set[Key]) -> None:
     latest: dict[Key, str] = {}
     for line in path.read_text().splitlines() if path.exists() else []:
         try:
-            key = tuple(json.loads(line)["key"])
+            env_id, run, episode = json.loads(line)["key"]
         except (ValueError, KeyError):
             continue  # a line cut short by a kill
+        key = (env_id, run, episode)
         if key in keys:
-            latest[key] = line  # type: ignore[index]
+            latest[key] = line
     body = "".join(latest[k] + "\n" for k in sorted(latest))
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(body)
@@ -316,9 +323,18 @@ def _bar(total: int, done: int) -> _Bar | None:
     return _Bar(total, done) if sys.stderr.isatty() else None
 
 
-def finish(doc: dict[str, Any], episodes: list[dict[str, Any]]) -> dict[str, Any]:
-    """The results document: header, episodes in key order, aggregates with intervals."""
-    episodes = sorted(episodes, key=_key)
+def finish(doc: ResultsHeader, episodes: Iterable[EpisodeRecord]) -> ResultsDoc:
+    """The results document: header, episodes in key order, aggregates with intervals.
+
+    Args:
+        doc: the header (:func:`header`).
+        episodes: every episode of the plan, in any order.
+
+    Returns:
+        The document ``eval`` writes; its aggregates use the header's bootstrap seed and
+        repetitions.
+    """
+    ordered = sorted(episodes, key=_key)
     boot = doc["bootstrap"]
-    stats = aggregate(episodes, bootstrap_seed=boot["seed"], reps=boot["reps"])
-    return {**doc, "episodes": episodes, "aggregates": stats}
+    stats = aggregate(ordered, bootstrap_seed=boot["seed"], reps=boot["reps"])
+    return {**doc, "episodes": ordered, "aggregates": stats}

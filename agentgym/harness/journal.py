@@ -1,5 +1,6 @@
-"""The journal: episode records streamed to disk as they finish, so that a run killed at any
-point resumes with no episode lost or duplicated.
+"""The journal: episode records streamed to disk as they finish.
+
+A run killed at any point resumes with no episode lost or duplicated.
 
 ``F.journal`` is JSON Lines: the run's identity first, then one record per line, flushed as
 each episode ends. When the run completes, the full results file ``F`` is written atomically
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from agentgym.core.errors import BadInput
+from agentgym.harness.results import EpisodeRecord
 
 
 def journal_path(out: Path) -> Path:
@@ -25,7 +27,7 @@ def transcripts_path(out: Path) -> Path:
     return out.with_name(out.name + ".transcripts.jsonl")
 
 
-def read_journal(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+def read_journal(path: Path) -> tuple[dict[str, Any] | None, list[EpisodeRecord]]:
     """The identity and the complete records of a journal (none if it does not exist)."""
     if not path.exists():
         return None, []
@@ -47,7 +49,7 @@ def read_journal(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]
 class Journal:
     """Appends records to a journal file, one flushed line each."""
 
-    def __init__(self, path: Path, identity: dict[str, Any], records: list[dict[str, Any]]):
+    def __init__(self, path: Path, identity: dict[str, Any], records: list[EpisodeRecord]):
         """Start the journal afresh with ``identity`` and the records kept from before."""
         self.path = path
         tmp = path.with_name(path.name + ".tmp")
@@ -62,7 +64,7 @@ class Journal:
         except OSError as e:
             raise BadInput(f"cannot write {path}: {e.strerror or e}") from None
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: EpisodeRecord) -> None:
         """Add one record; it is on disk (in the OS cache) when this returns."""
         self._file.write(json.dumps({"record": record}) + "\n")
         self._file.flush()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from agentgym.core.errors import BadInput
+from agentgym.harness.results import EnvSummary, Summary
 
 
-def plot_report(report: dict[str, dict[str, Any]], path: str | Path) -> None:
+def plot_report(report: Mapping[str, EnvSummary], path: str | Path) -> None:
     """Write a horizontal bar chart of ``report`` to ``path`` as PNG.
 
     One bar per env (its mean, with the 95% interval as an error bar); below it, each task
@@ -61,9 +63,11 @@ def plot_report(report: dict[str, dict[str, Any]], path: str | Path) -> None:
         raise BadInput(f"cannot write {path}: {e.strerror or e}") from None
 
 
-def _interval(ax: Any, agg: dict[str, Any], y: float, text: str, *, bar: bool) -> None:
-    """The 95% interval of ``agg`` at height ``y`` (black caps for an env, orange points for
-    a task type), with ``text`` to its right."""
+def _interval(ax: Any, agg: Summary, y: float, text: str, *, bar: bool) -> None:
+    """Draw the 95% interval of ``agg`` at height ``y``, with ``text`` to its right.
+
+    An env's interval has black caps (``bar``); a task type's is an orange point.
+    """
     color = "black" if bar else "#dd8452"
     ax.errorbar(
         agg["mean"],
@@ -86,6 +90,6 @@ def _interval(ax: Any, agg: dict[str, Any], y: float, text: str, *, bar: bool) -
     )
 
 
-def _err(agg: dict[str, Any]) -> list[list[float]]:
+def _err(agg: Summary) -> list[list[float]]:
     """Error bar lengths below and above the mean, shape (2, 1); never negative."""
     return [[max(0.0, agg["mean"] - agg["ci_low"])], [max(0.0, agg["ci_high"] - agg["mean"])]]

@@ -1,29 +1,57 @@
-"""Reports for people (rich tables) and scripts (``report --json``)."""
+"""Reports for people (rich tables) and scripts (``report --json``).
+
+The table's statistic columns come from :data:`agentgym.harness.stats.STATISTICS`: runs,
+mean, one column per statistic, then the mean's 95% interval.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from agentgym.harness.stats import DEFAULT_REPS, aggregate
+from agentgym.harness import stats
+from agentgym.harness.results import EnvSummary, Summary
 
 
-def report_json(doc: dict[str, Any]) -> dict[str, Any]:
-    """``{env_id: {n, mean, iqm, ci_low, ci_high, by_task_type}}``, recomputed from the
-    episodes with the file's recorded bootstrap seed and repetitions (same file, same
-    numbers)."""
+def report_json(doc: Mapping[str, Any]) -> dict[str, EnvSummary]:
+    """The ``report --json`` document, recomputed from the episodes.
+
+    Args:
+        doc: a results document.
+
+    Returns:
+        ``{env_id: {n, mean, iqm, ci_low, ci_high, by_task_type}}``, computed with the file's
+        recorded bootstrap seed and repetitions (same file, same numbers).
+    """
     boot = doc.get("bootstrap") or {}
-    return aggregate(
+    return stats.aggregate(
         doc["episodes"],
         bootstrap_seed=int(boot.get("seed", 0)),
-        reps=boot.get("reps") or DEFAULT_REPS,
+        reps=boot.get("reps") or stats.DEFAULT_REPS,
     )
 
 
-def print_report(console: Console, docs: dict[str, Any]) -> None:
-    """One table: per env, agent and task type the runs, mean, IQM and 95% interval.
+def columns() -> list[str]:
+    """Headers of the statistic columns: runs, mean, each statistic's label, the interval."""
+    return ["runs", "mean", *(s.label for s in stats.STATISTICS), "95% CI"]
+
+
+def cells(summary: Summary) -> list[str]:
+    """The statistic cells of one summary, under :func:`columns`."""
+    values: Mapping[str, Any] = summary
+    return [
+        str(summary["n"]),
+        f"{summary['mean']:.3f}",
+        *(f"{values[s.key]:.3f}" for s in stats.STATISTICS),
+        f"[{summary['ci_low']:.3f}, {summary['ci_high']:.3f}]",
+    ]
+
+
+def print_report(console: Console, docs: Mapping[str, Any]) -> None:
+    """One table: per env, agent and task type the runs, mean, statistics and 95% interval.
 
     Args:
         console: where to print.
@@ -31,32 +59,23 @@ def print_report(console: Console, docs: dict[str, Any]) -> None:
     """
     if "episodes" in docs:  # a single results document
         docs = {docs["agent"]["spec"]: docs}
-    named: dict[str, dict[str, Any]] = docs
-    table = Table("env", "agent", "tasks", "runs", "mean", "IQM", "95% CI", "errored")
+    table = Table("env", "agent", "tasks", *columns(), "errored")
     flags = []
-    for name, doc in named.items():
+    for name, doc in docs.items():
         summary = report_json(doc)
         for env_id, agg in summary.items():
             errored = sum(e["error"] is not None for e in doc["episodes"] if e["env_id"] == env_id)
-            table.add_row(env_id, name, "all", *_cells(agg), str(errored))
+            table.add_row(env_id, name, "all", *cells(agg), str(errored))
             for task_type, sub in sorted(agg.get("by_task_type", {}).items()):
-                table.add_row("", "", task_type, *_cells(sub), "")
+                table.add_row("", "", task_type, *cells(sub), "")
         flags += _control_flags(name, doc.get("controls") or {})
     console.print(table)
     for line in flags:
         console.print(line)
 
 
-def _cells(agg: dict[str, Any]) -> list[str]:
-    return [
-        str(agg["n"]),
-        f"{agg['mean']:.3f}",
-        f"{agg['iqm']:.3f}",
-        f"[{agg['ci_low']:.3f}, {agg['ci_high']:.3f}]",
-    ]
-
-
-def _control_flags(name: str, controls: dict[str, Any]) -> list[str]:
+def _control_flags(name: str, controls: Mapping[str, Any]) -> list[str]:
+    """One line per env on whether the metric controls (``eval --controls``) passed."""
     lines = []
     for env_id, c in controls.items():
         pos, null = c["positive"], c.get("null")

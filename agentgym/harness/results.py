@@ -1,22 +1,175 @@
-"""The results file: the one format ``eval`` writes and ``submit`` reads (schema_version 1)."""
+"""The results contract: the one format ``eval`` writes and ``submit`` reads (schema_version 1).
+
+The types below say what the harness writes; ``results.schema.json`` beside this module says
+what a reader may accept, and :func:`results_schema` completes it with the summary
+statistics of :mod:`agentgym.harness.stats`, so that the statistics are listed in one place
+(:data:`agentgym.harness.stats.STATISTICS`). Later versions may add fields, never rename them.
+"""
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from agentgym.core.errors import BadInput
+from agentgym.harness.stats import summary_fields
 
 SCHEMA_VERSION = 1
 HARNESS_VERSION = "0.1"
 RECORDED_PACKAGES = ("agentgym", "gymnasium", "numpy", "rank-bm25")
+SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
 
 # Fields that tell whether an existing file came from the same command (so it may be resumed).
 IDENTITY_FIELDS = ("agent", "envs", "split", "root_seed", "episodes_per_seed")
+
+
+# ---------------------------------------------------------------------------- types
+
+EpisodeRecord = TypedDict(
+    "EpisodeRecord",
+    {
+        "env_id": str,
+        "run": int,
+        "episode": int,
+        "seed": int,
+        "task_id": str | None,
+        "task_type": str | None,
+        "success": bool,
+        "return": float,
+        "steps": int,
+        "tokens": int,
+        "seconds": float,
+        "error": str | None,
+        "transcript_sha256": str,
+    },
+)
+"""One played episode; ``(env_id, run, episode)`` is its key. ``return`` is a keyword, hence
+the functional form. ``seconds`` (and ``tokens``) may differ between replays; everything else
+is fixed by the env, the agent and ``seed``."""
+
+
+class Summary(TypedDict):
+    """Statistics of one set of run scores, in the order of :func:`stats.summary_fields`.
+
+    Besides these keys a summary holds one float per :data:`stats.STATISTICS` entry (``iqm``),
+    between ``mean`` and ``ci_low``; code reads those through that table, never by name.
+
+    Attributes:
+        n: runs (seeds) scored.
+        mean: the ranking metric, mean success over runs, in [0, 1].
+        ci_low: lower end of the mean's 95% stratified bootstrap interval.
+        ci_high: upper end of that interval.
+    """
+
+    n: int
+    mean: float
+    ci_low: float
+    ci_high: float
+
+
+class EnvSummary(Summary, total=False):
+    """The summary of one env, with one summary per task type.
+
+    The harness always writes ``by_task_type``; a reader may find it missing.
+    """
+
+    by_task_type: dict[str, Summary]
+
+
+class AgentEntry(TypedDict):
+    """The agent of a results file (:func:`agentgym.agents.describe_agent`)."""
+
+    name: str
+    spec: str
+    checkpoint_sha256: str | None
+
+
+class EnvEntry(TypedDict):
+    """One env of a results file, as built for the evaluation."""
+
+    id: str
+    version: int
+    kwargs: dict[str, Any]
+    data_hash: str | None
+
+
+class Bootstrap(TypedDict):
+    """The seed and repetitions of every bootstrap interval of the file."""
+
+    seed: int
+    reps: int
+
+
+class ResultsHeader(TypedDict):
+    """Everything of a results file but its episodes and aggregates."""
+
+    schema_version: int
+    harness_version: str
+    agent: AgentEntry
+    envs: list[EnvEntry]
+    split: str
+    root_seed: int
+    episodes_per_seed: int
+    seeds: int
+    bootstrap: Bootstrap
+    packages: dict[str, str]
+
+
+class _Optional(TypedDict, total=False):
+    """Fields written only when asked for.
+
+    Attributes:
+        controls: ``eval --controls``, per env the positive and null controls.
+    """
+
+    controls: dict[str, Any]
+
+
+class ResultsDoc(ResultsHeader, _Optional):
+    """A whole results file: the header, the episodes in key order and the aggregates."""
+
+    episodes: list[EpisodeRecord]
+    aggregates: dict[str, EnvSummary]
+
+
+# ---------------------------------------------------------------------------- schema
+
+
+@functools.lru_cache(maxsize=1)
+def _schema() -> dict[str, Any]:
+    """The JSON Schema with its summary completed (cached; see :func:`results_schema`)."""
+    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
+    summary = schema["$defs"]["summary"]
+    fixed = summary["properties"]
+    fields = summary_fields()
+    summary["properties"] = {f: fixed.get(f, fixed["mean"]) for f in fields}
+    summary["required"] = list(fields)
+    return schema
+
+
+def results_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a results file.
+
+    Returns:
+        A fresh copy of ``results.schema.json`` whose summary requires every field of
+        :func:`agentgym.harness.stats.summary_fields`, each statistic shaped like ``mean``.
+    """
+    return copy.deepcopy(_schema())
+
+
+# ---------------------------------------------------------------------------- files
+
+
+def identity_of(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`IDENTITY_FIELDS` of a results document (None where one is missing)."""
+    return {k: doc.get(k) for k in IDENTITY_FIELDS}
 
 
 def packages() -> dict[str, str]:
@@ -32,6 +185,10 @@ def packages() -> dict[str, str]:
 
 def write_atomic(path: Path, doc: Any) -> None:
     """Write JSON so that a crash leaves either the old file or the new one, never half.
+
+    Args:
+        path: the file to write; its folder is created.
+        doc: JSON data, written with one-space indents and a final newline.
 
     Raises:
         BadInput: the path is a directory or cannot be written.
@@ -49,8 +206,18 @@ def write_atomic(path: Path, doc: Any) -> None:
         raise BadInput(f"cannot write {path}: {e.strerror or e}") from None
 
 
-def read_results(path: Path) -> dict[str, Any]:
-    """Load and minimally validate a results file (BadInput if unusable)."""
+def read_results(path: Path) -> ResultsDoc:
+    """Load and minimally validate a results file (the leaderboard checks it fully).
+
+    Args:
+        path: a file written by ``agentgym eval --out``.
+
+    Returns:
+        The document.
+
+    Raises:
+        BadInput: the file is missing, not JSON, not schema_version 1 or has no episodes.
+    """
     try:
         doc = json.loads(Path(path).read_text())
     except FileNotFoundError:
@@ -61,4 +228,4 @@ def read_results(path: Path) -> dict[str, Any]:
         raise BadInput(f"{path} is not an agentgym results file (schema_version 1)")
     if not isinstance(doc.get("episodes"), list):
         raise BadInput(f"{path} has no episodes list")
-    return doc
+    return cast("ResultsDoc", doc)  # its fields are checked by the leaderboard, not here

@@ -17,6 +17,7 @@ from typing import Any
 from agentgym.agents import load_agent
 from agentgym.core.errors import BadInput
 from agentgym.harness.episode import run_episode
+from agentgym.harness.results import EpisodeRecord
 from agentgym.registry import make
 
 BACKENDS = ("local", "process", "ray")
@@ -36,7 +37,7 @@ class Unit:
 
 
 # What a worker returns per episode: its record and, if asked, its transcript.
-Outcome = tuple[dict[str, Any], list[Any] | None]
+Outcome = tuple[EpisodeRecord, list[Any] | None]
 
 
 def run_unit(unit: Unit) -> list[Outcome]:

@@ -23,10 +23,13 @@ against rliable in ``tests/harness/test_stats.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple, overload
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, cast, overload
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from agentgym.harness.results import EnvSummary, Summary
 
 DEFAULT_REPS = 2000
 """Bootstrap replicates per interval. rliable's ``create_performance_profile`` default; the
@@ -103,8 +106,10 @@ def aggregate_mean(scores: np.ndarray) -> np.ndarray | float:
 
 
 def iqm(scores: np.ndarray) -> np.ndarray | float:
-    """Interquartile mean: the 25% trimmed mean of all runs and tasks
-    (``rliable.metrics.aggregate_iqm`` = ``scipy.stats.trim_mean(scores, 0.25, axis=None)``).
+    """Interquartile mean: the 25% trimmed mean of all runs and tasks.
+
+    As ``rliable.metrics.aggregate_iqm``, i.e. ``scipy.stats.trim_mean(scores, 0.25,
+    axis=None)``.
 
     ``int(0.25 * n)`` scores are cut from each end (rounded down, as scipy does), so fewer
     than four scores give the plain mean.
@@ -227,25 +232,56 @@ def _replicates(
     return out
 
 
-# ---------------------------------------------------------------------------- aggregates
+# ---------------------------------------------------------------------------- summaries
 
 
-def summarize(scores: np.ndarray, *, bootstrap_seed: int, reps: int) -> dict[str, Any]:
-    """``{n, mean, iqm, ci_low, ci_high}`` of one set of run scores ``(n_runs,)``; the
-    interval is the stratified bootstrap's for the mean (one task, so plain resampling)."""
+class Statistic(NamedTuple):
+    """A point statistic that every summary carries besides the ranking's mean and interval.
+
+    Its value is a success rate in [0, 1] like the mean (the results schema gives it the
+    mean's bounds). Reports, ``report --json``, the results schema, the leaderboard's checks,
+    store and web page all read :data:`STATISTICS`, so a new statistic is one entry there.
+
+    Attributes:
+        key: its key in a summary (results files, ``report --json``, the leaderboard).
+        label: its column header in reports and on the web page.
+        compute: run scores ``(runs,)`` to the statistic (a float).
+    """
+
+    key: str
+    label: str
+    compute: Metric
+
+
+STATISTICS: tuple[Statistic, ...] = (Statistic("iqm", "IQM", iqm),)
+"""The point statistics of a summary, in column order, after the mean."""
+
+
+def summary_fields() -> tuple[str, ...]:
+    """The keys of a summary, in order.
+
+    Returns:
+        ``n``, ``mean``, one key per :data:`STATISTICS` entry, ``ci_low``, ``ci_high``
+        (today ``n, mean, iqm, ci_low, ci_high``).
+    """
+    return ("n", "mean", *(s.key for s in STATISTICS), "ci_low", "ci_high")
+
+
+def summarize(scores: np.ndarray, *, bootstrap_seed: int, reps: int) -> Summary:
+    """The summary of one set of run scores ``(n_runs,)``, keys in :func:`summary_fields` order.
+
+    The interval is the stratified bootstrap's for the mean (one task, so plain resampling).
+    """
     est = stratified_bootstrap_ci(scores, aggregate_mean, reps=reps, seed=bootstrap_seed)
-    return {
-        "n": int(scores.shape[0]),
-        "mean": est.point,
-        "iqm": float(iqm(scores)),
-        "ci_low": est.ci_low,
-        "ci_high": est.ci_high,
-    }
+    values: dict[str, Any] = {"n": int(scores.shape[0]), "mean": est.point}
+    values.update((s.key, float(s.compute(scores))) for s in STATISTICS)
+    values.update(ci_low=est.ci_low, ci_high=est.ci_high)
+    return cast("Summary", values)
 
 
 def aggregate(
-    episodes: list[dict[str, Any]], *, bootstrap_seed: int, reps: int = DEFAULT_REPS
-) -> dict[str, dict[str, Any]]:
+    episodes: Sequence[Mapping[str, Any]], *, bootstrap_seed: int, reps: int = DEFAULT_REPS
+) -> dict[str, EnvSummary]:
     """The ``report --json`` document: per env and per task type, over run scores.
 
     Every interval is drawn from its own generator seeded with ``bootstrap_seed``, so the
@@ -259,21 +295,22 @@ def aggregate(
 
     Returns:
         ``{env_id: {n, mean, iqm, ci_low, ci_high, by_task_type: {task_type: {n, mean, iqm,
-        ci_low, ci_high}}}}`` with env ids and task types sorted; ``n`` counts runs.
+        ci_low, ci_high}}}}`` (see :func:`summarize`) with env ids and task types sorted;
+        ``n`` counts runs.
     """
     types: dict[str, set[str]] = {}
     for ep in episodes:
         kinds = types.setdefault(ep["env_id"], set())
         if ep.get("task_type") is not None:
             kinds.add(ep["task_type"])
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, EnvSummary] = {}
     for env_id in sorted(types):
         summary = summarize(run_scores(episodes, env_id), bootstrap_seed=bootstrap_seed, reps=reps)
-        summary["by_task_type"] = {
+        by_task_type = {
             kind: summarize(
                 run_scores(episodes, env_id, kind), bootstrap_seed=bootstrap_seed, reps=reps
             )
             for kind in sorted(types[env_id])
         }
-        out[env_id] = summary
+        out[env_id] = {**summary, "by_task_type": by_task_type}
     return out

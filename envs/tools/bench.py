@@ -95,7 +95,8 @@ def _with_validator(world: Any, validator: Validator) -> Any:
 
 def _validation_us(env_id: str, played: list[tuple[str, list[str]]]) -> tuple[float, float]:
     """Microseconds per gold call: our validator, then jsonschema's."""
-    world = make(env_id).unwrapped._world  # type: ignore[attr-defined]
+    env: Any = make(env_id).unwrapped  # a ToolsEnv; its world is not part of gymnasium's Env
+    world = env._world
     calls = [
         (c.name, c.arguments)
         for task in world.tasks.values()

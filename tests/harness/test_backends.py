@@ -187,7 +187,7 @@ def test_ctrl_c_flushes_and_says_how_to_resume(tmp_path):
 def test_transcripts_side_file_matches_the_hashes(tmp_path):
     import hashlib
 
-    from agentgym.checker.transcript import canonical
+    from agentgym.core.canonical import canonical
 
     out = tmp_path / "r.json"
     doc = evaluate("random", [SMALL], seeds=5, out=out, transcripts=True)

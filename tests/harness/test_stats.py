@@ -11,6 +11,7 @@ from agentgym.harness.stats import (
     iqm,
     run_scores,
     stratified_bootstrap_ci,
+    summary_fields,
 )
 
 
@@ -199,13 +200,13 @@ def test_aggregate_breaks_down_by_task_type_deterministically():
     out = aggregate(eps, bootstrap_seed=5, reps=DEFAULT_REPS)
     assert list(out) == ["E", "F"]
     e = out["E"]
-    assert set(e) == {"n", "mean", "iqm", "ci_low", "ci_high", "by_task_type"}
+    assert list(e) == [*summary_fields(), "by_task_type"]
     assert (e["n"], e["mean"], e["iqm"]) == (4, 0.625, 0.75)  # IQM of [0, .5, 1, 1]
     assert 0.0 <= e["ci_low"] <= e["mean"] <= e["ci_high"] <= 1.0
     assert list(e["by_task_type"]) == ["compare", "lookup"]
     compare = e["by_task_type"]["compare"]
     assert (compare["n"], compare["mean"]) == (3, pytest.approx(1 / 3))
-    assert set(compare) == {"n", "mean", "iqm", "ci_low", "ci_high"}
+    assert tuple(compare) == summary_fields()
     assert out["F"]["ci_low"] == out["F"]["ci_high"] == 1.0
     # same input, same numbers, whatever the order of the episodes
     shuffled = eps[::-1]

@@ -1,4 +1,5 @@
 import copy
+import hashlib
 import json
 import os
 import signal
@@ -7,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import zlib
 from datetime import datetime
 from pathlib import Path
 
@@ -329,12 +331,81 @@ def test_a_version_1_database_is_upgraded_in_place(base, tmp_path):
         for statement in VERSION_1:
             conn.execute(statement)
     lb = Leaderboard(db)
-    assert user_version(db) == SCHEMA_VERSION == 2
+    assert user_version(db) == SCHEMA_VERSION == 4
     (row,) = lb.rows()
     assert (row["id"], row["name"], row["mean"], row["verified"]) == (1, "old", 0.5, None)
     lb.set_verified(1, True, "checked")
     assert lb.detail(1)["verified"] is True
     assert lb.submit(copy.deepcopy(base)) == 2
+
+
+VERSION_2 = [
+    *VERSION_1[:4],  # the version 1 tables and index, without their rows
+    "ALTER TABLE submissions ADD COLUMN verified INTEGER",
+    "ALTER TABLE submissions ADD COLUMN verify_note TEXT",
+    "ALTER TABLE submissions ADD COLUMN verified_at TEXT",
+    "PRAGMA user_version = 2",
+]
+
+
+def version_2_canonical(doc: dict) -> bytes:
+    """The canonical JSON of version 2: UTF-8, non-ASCII characters not escaped."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def store_as_version_2(conn: sqlite3.Connection, sid: int, name: str, doc: dict) -> str:
+    """Insert ``doc`` as version 2 of the store did; its content hash of then."""
+    body = version_2_canonical(doc)
+    digest = hashlib.sha256(body).hexdigest()
+    agent, boot = doc["agent"], doc["bootstrap"]
+    row = [sid, name, "2025-01-01T00:00:00+00:00", digest, agent["name"], agent["spec"]]
+    row += [agent["checkpoint_sha256"], json.dumps(doc["envs"]), doc["split"], doc["root_seed"]]
+    row += [doc["seeds"], doc["episodes_per_seed"], boot["seed"], boot["reps"], None, None, None]
+    conn.execute(f"INSERT INTO submissions VALUES ({', '.join('?' * len(row))})", row)
+    conn.execute("INSERT INTO documents VALUES (?, 'zlib+json', ?)", (sid, zlib.compress(body)))
+    for env_id, a in sorted(doc["aggregates"].items()):
+        row = [sid, env_id, a["n"], a["mean"], a["iqm"], a["ci_low"], a["ci_high"]]
+        row.append(json.dumps(a["by_task_type"]))
+        conn.execute("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+    return digest
+
+
+def test_a_version_2_database_is_migrated(base, tmp_path):
+    """Hashes of non-ASCII documents are recomputed, summaries move into JSON; the board, the
+    details and duplicate detection stay as they were."""
+    docs = {
+        "oráculo ✓": with_successes(base, 9),
+        "eight": with_successes(base, 8),
+        "eight again": with_successes(base, 8, tweak=0.5),
+        "none": with_successes(base, 0),
+    }
+    docs["oráculo ✓"]["agent"]["name"] = "oráculo"
+    old, fresh = tmp_path / "v2.db", tmp_path / "fresh.db"
+    with sqlite3.connect(old) as conn:
+        for statement in VERSION_2:
+            conn.execute(statement)
+        hashes = [store_as_version_2(conn, i, n, d) for i, (n, d) in enumerate(docs.items(), 1)]
+    assert hashes[0] != content_hash(docs["oráculo ✓"])  # the case the migration is for
+    assert hashes[1] == content_hash(docs["eight"])
+    migrated = Leaderboard(old)
+    assert user_version(old) == SCHEMA_VERSION
+    with sqlite3.connect(old) as conn:
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(results)")]
+    assert columns == ["submission_id", "env_id", "n", "mean", "ci_low", "ci_high", "summary"]
+    board = Leaderboard(fresh)
+    for name, doc in docs.items():
+        board.submit(copy.deepcopy(doc), name=name)
+    assert migrated.rows() == board.rows()
+    assert [r["tied"] for r in migrated.rows()] == [False, True, True, False]
+    for sid, doc in enumerate(docs.values(), 1):
+        detail = migrated.detail(sid)
+        assert detail["aggregates"] == doc["aggregates"]
+        assert detail["content_hash"] == content_hash(doc)
+        assert {**detail, "submitted_at": None} == {**board.detail(sid), "submitted_at": None}
+        assert migrated.document(sid) == doc
+    with pytest.raises(BadSubmission, match="already submitted as #1 \\(oráculo ✓\\)"):
+        migrated.submit(copy.deepcopy(docs["oráculo ✓"]))
+    assert migrated.submit(with_successes(base, 3)) == 5
 
 
 def test_a_version_0_file_gets_every_migration(base, tmp_path):
@@ -367,7 +438,7 @@ def test_a_newer_database_is_refused(tmp_path):
     db = tmp_path / "new.db"
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA user_version = 99")
-    with pytest.raises(BadInput, match="schema version 99, newer than this agentgym's 2"):
+    with pytest.raises(BadInput, match="schema version 99, newer than this agentgym's 4"):
         Leaderboard(db)
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from agentgym.core.errors import BadInput
 from agentgym.harness.evaluate import evaluate
+from agentgym.harness.results import SCHEMA_PATH, results_schema
 from agentgym.harness.stats import aggregate
 from agentgym.leaderboard.validate import (
     BadSubmission,
@@ -250,6 +251,7 @@ def test_unbuildable_env_is_refused(good):
 def test_schema_file_is_valid_json_schema():
     import jsonschema
 
-    path = Path(__file__).parents[2] / "leaderboard" / "schema" / "results.schema.json"
-    schema = json.loads(path.read_text())
-    jsonschema.validators.validator_for(schema).check_schema(schema)
+    path = Path(__file__).parents[2] / "agentgym" / "harness" / "results.schema.json"
+    assert path == SCHEMA_PATH
+    for schema in (json.loads(path.read_text()), results_schema()):
+        jsonschema.validators.validator_for(schema).check_schema(schema)
