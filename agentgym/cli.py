@@ -23,7 +23,9 @@ from rich.markup import escape
 from rich.table import Table
 from typer.exceptions import TyperException
 
+from agentgym.bench import PARTS
 from agentgym.core.errors import BadInput
+from agentgym.registry import families
 from agentgym.terminal import out, print_json
 
 COMMANDS = {
@@ -76,7 +78,9 @@ def parse_env_kwargs(items: list[str] | None) -> dict[str, Any]:
 
 @app.command()
 def envs(
-    family: Annotated[str | None, typer.Option(help="search, tools, text or web.")] = None,
+    family: Annotated[
+        str | None, typer.Option(help=f"Only one family: {', '.join(families())}.")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """List the registered environment ids."""
@@ -256,9 +260,7 @@ def ablate(
 def bench(
     part: Annotated[
         str,
-        typer.Argument(
-            help="What to measure: search, tools, text, harness, leaderboard, trainer, learning."
-        ),
+        typer.Argument(help=f"What to measure: {', '.join(PARTS)}."),
     ],
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write JSON here.")] = None,
     quick: Annotated[

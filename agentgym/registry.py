@@ -9,22 +9,41 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import importlib.util
+import pkgutil
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
 from agentgym.core.errors import BadInput, UnknownEnv
 
-FAMILIES = ("search", "tools", "text", "web")
+ENVS_PACKAGE = "agentgym.envs"
+"""The package holding the env families, one subpackage (folder) each, reached by name only."""
 
-# Each family package exposes ``register()``; a family whose optional dependencies are missing
-# raises ImportError there and is skipped.
-_FAMILY_MODULES = {
-    "search": "agentgym.envs.search",
-    "text": "agentgym.envs.text",
-    "tools": "agentgym.envs.tools",
-}
+
+def family_dirs() -> dict[str, Path]:
+    """Each env family's folder, by family name: the subpackages of :data:`ENVS_PACKAGE`.
+
+    Found on disk, without importing a family, so that adding a family is adding a folder
+    (whose ``__init__`` has ``register()``). A family whose optional dependencies are missing
+    raises ImportError from its ``register()`` module and is skipped by :func:`register_all`.
+    """
+    spec = importlib.util.find_spec(ENVS_PACKAGE)
+    if spec is None or spec.submodule_search_locations is None:
+        return {}
+    found = pkgutil.iter_modules(list(spec.submodule_search_locations))
+    return {
+        m.name: Path(str(getattr(m.module_finder, "path", ""))) / m.name
+        for m in sorted(found, key=lambda m: m.name)
+        if m.ispkg and not m.name.startswith("_")
+    }
+
+
+def families() -> tuple[str, ...]:
+    """The env family names (``--family`` takes them), sorted."""
+    return tuple(family_dirs())
 
 
 @dataclass(frozen=True)
@@ -65,12 +84,12 @@ def register(
     Args:
         id: ``agentgym/<Family>-<Variant>[-<Preset>]-v<N>``.
         entry_point: ``"module.path:ClassName"`` (a string, so specs stay JSON-able).
-        family: one of :data:`FAMILIES`.
+        family: one of :func:`families`.
         description: one line shown by ``agentgym envs``.
         kwargs: constructor arguments fixed by the id (preset names, sizes).
     """
-    if family not in FAMILIES:
-        raise ValueError(f"unknown family {family!r}: use one of {FAMILIES}")
+    if family not in families():
+        raise ValueError(f"unknown family {family!r}: use one of {families()}")
     if ":" not in entry_point:
         raise ValueError(f"entry_point must be 'module:Class', got {entry_point!r}")
     record = EnvInfo(id, family, description, entry_point, dict(kwargs or {}))
@@ -104,9 +123,9 @@ def register_all() -> None:
     global _LOADED
     if _LOADED:
         return
-    for module in _FAMILY_MODULES.values():
+    for name in families():
         try:
-            family = importlib.import_module(module)
+            family = importlib.import_module(f"{ENVS_PACKAGE}.{name}")
         except ImportError:
             continue
         family.register()
@@ -116,8 +135,8 @@ def register_all() -> None:
 def env_ids(family: str | None = None) -> list[str]:
     """Registered ids, sorted, optionally of one family."""
     register_all()
-    if family is not None and family not in FAMILIES:
-        raise UnknownEnv(f"unknown family {family!r}: choose one of {', '.join(FAMILIES)}")
+    if family is not None and family not in families():
+        raise UnknownEnv(f"unknown family {family!r}: choose one of {', '.join(families())}")
     return sorted(i for i, r in _REGISTRY.items() if family is None or r.family == family)
 
 

@@ -5,7 +5,8 @@ The field's docstring is its help (the CleanRL/tyro habit, without a second sour
 A config may hold groups: a field whose value is itself a config dataclass. A group's fields
 become options of their own, named by the field name with the group's prefix (its field
 metadata ``{"prefix": "sft_"}`` makes ``WarmStart.steps`` the option ``--sft-steps``); so the
-code reads ``cfg.sft.steps`` while the command line keeps flat, stable names.
+code reads ``cfg.sft.steps`` while the command line keeps flat, stable names. A field with
+metadata ``{"option": False}`` is no option (it keeps its default).
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def options(
     docs = field_docs(cls)
     out: list[Option] = []
     for f in dataclasses.fields(cls):
+        if f.metadata.get("option", True) is False:
+            continue
         sub = _group_class(f)
         if sub is not None:
             title = (inspect.getdoc(sub) or sub.__name__).splitlines()[0]

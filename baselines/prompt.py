@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from torch import Tensor
@@ -61,10 +61,12 @@ class PromptFormat:
     context: int | None = None
     """Most prompt tokens kept, the most recent ones (None: all; the policy still cuts a
     prompt longer than its own context)."""
-    privileged: bool = False
+    privileged: bool = field(default=False, metadata={"option": False})
     """The privileged view: the env's ``info["privileged_context"]`` (present when the env is
     made with ``privileged=True``) is put before the first observation, the rest of the
-    prompt unchanged (self-distillation teachers score the same tokens under it)."""
+    prompt unchanged (self-distillation teachers score the same tokens under it). Never a
+    training option: a teacher's view is ``dataclasses.replace(fmt, privileged=True)`` of the
+    run's own format."""
 
     def __post_init__(self) -> None:
         """Refuse a layout, window or context that cannot be built."""

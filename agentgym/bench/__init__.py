@@ -3,7 +3,9 @@
 Each part's code lives beside what it measures (an env family's ``bench`` module, the
 trainer's under ``baselines``, the leaderboard's under ``leaderboard``); this package holds
 only the table that names them by import string, the way the registry names env entry
-points, so the bottom layer never imports the packages above it. A part is a module with
+points, so the bottom layer never imports the packages above it. An env family's part is
+found by its folder (``envs/<family>/bench.py``); the others are listed in
+:data:`OTHER_PARTS`. A part is a module with
 ``run(console, quick=False, **options) -> {part, rows: [...], ratios: {...}}`` that also
 prints its tables. Speed targets live in the parts, never in tests.
 """
@@ -16,17 +18,29 @@ from typing import Any
 from rich.console import Console
 
 from agentgym.core.errors import BadInput
+from agentgym.registry import ENVS_PACKAGE, family_dirs
 
-PARTS = {
-    "search": "agentgym.envs.search.bench",
-    "tools": "agentgym.envs.tools.bench",
-    "text": "agentgym.envs.text.bench",
+OTHER_PARTS = {
     "harness": "agentgym.harness.bench",
     "leaderboard": "agentgym.leaderboard.bench",
     "trainer": "agentgym.baselines.bench.trainer",
     "learning": "agentgym.baselines.bench.learning",
 }
-"""Part name -> the module that measures it (imported only when that part runs)."""
+"""The parts that are not an env family's, by name -> the module that measures it."""
+
+
+def _family_parts() -> dict[str, str]:
+    """Every env family with a ``bench`` module (or package) in its folder, found on disk."""
+    return {
+        name: f"{ENVS_PACKAGE}.{name}.bench"
+        for name, folder in family_dirs().items()
+        if (folder / "bench.py").is_file() or (folder / "bench" / "__init__.py").is_file()
+    }
+
+
+PARTS = {**_family_parts(), **OTHER_PARTS}
+"""Part name -> the module that measures it (imported only when that part runs): each env
+family's ``bench`` module under the family's name, then :data:`OTHER_PARTS`."""
 
 
 def run_bench(

@@ -81,3 +81,19 @@ def test_sync_vector_env_matches_single_envs():
     obs, _, _, _, info = envs.step(["0", 0, "not an action"])
     assert info["action_valid"].tolist() == [True, True, False]
     envs.close()
+
+
+def test_every_folder_of_envs_is_a_family():
+    from pathlib import Path
+
+    import agentgym.envs
+    from agentgym.bench import PARTS
+    from agentgym.registry import families
+
+    root = Path(agentgym.envs.__file__).parent
+    folders = sorted(p.name for p in root.iterdir() if (p / "__init__.py").is_file())
+    assert families() == tuple(folders) and {"search", "text", "tools"} <= set(folders)
+    # a family with a bench module is an `agentgym bench` part under its own name
+    for name in folders:
+        if (root / name / "bench.py").is_file() or (root / name / "bench").is_dir():
+            assert PARTS[name] == f"agentgym.envs.{name}.bench"
