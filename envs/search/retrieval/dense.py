@@ -193,9 +193,10 @@ def encode(
     """Normalised embeddings of ``texts``, each a pure function of its text.
 
     Texts are batched only with texts of the same token length, so none is padded, and torch
-    runs on one intra-op thread: each embedding is bit-identical to encoding that text alone,
-    in any call, order or batch size, whatever torch's thread setting (a different CPU or
-    torch build may still differ in the last bits).
+    runs on one intra-op thread: the same texts give the same bytes in any call and whatever
+    torch's thread setting, and a text's embedding does not depend on its batch mates, order
+    or the batch size beyond float32 rounding (some CPUs' matrix kernels round differently
+    for different batch sizes; a different CPU or torch build may differ in the last bits).
 
     Args:
         texts: The texts to embed.

@@ -105,10 +105,12 @@ def test_encode_is_normalised_and_a_pure_function_of_text() -> None:
     assert first.dtype == np.float32 and first.shape == (len(CORPUS), dense.DIM)
     np.testing.assert_allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
     assert dense.encode(CORPUS).tobytes() == first.tobytes()
-    # Batch mates, order and batch size never change a text's embedding, not even in the last bit.
-    assert dense.encode(CORPUS[::-1], batch_size=7)[::-1].tobytes() == first.tobytes()
+    # Batch mates, order and batch size change a text's embedding by float32 rounding at most:
+    # no padding is involved, but the CPU's matrix kernels may block by batch size.
+    reordered = dense.encode(CORPUS[::-1], batch_size=7)[::-1]
+    np.testing.assert_allclose(reordered, first, rtol=0, atol=1e-6)
     for i in (0, 13, 39):
-        assert dense.encode([CORPUS[i]])[0].tobytes() == first[i].tobytes()
+        np.testing.assert_allclose(dense.encode([CORPUS[i]])[0], first[i], rtol=0, atol=1e-6)
     assert dense.encode([]).shape == (0, dense.DIM)
 
 
