@@ -11,7 +11,7 @@ from agentgym.core.spaces import String
 from agentgym.envs.search.answers import exact_match, normalize_cached, token_f1
 from agentgym.envs.search.base import SearchEnvBase
 from agentgym.envs.search.parsing import ParsedAction, parse_action
-from agentgym.envs.search.world import entity_node, value_node
+from agentgym.envs.search.world_types import entity_node, value_node
 
 INSTRUCTIONS = (
     "Think inside <think>...</think>, then either search the encyclopedia with "

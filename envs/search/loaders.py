@@ -78,7 +78,7 @@ from typing import Any, NamedTuple
 
 from agentgym.core.errors import BadInput
 from agentgym.envs.search.questions import Question
-from agentgym.envs.search.world import Entity, Sentence, World, value_node
+from agentgym.envs.search.world_types import Entity, Sentence, World, value_node
 
 __all__ = [
     "DIRECTORY_FILES",

@@ -14,7 +14,7 @@ from agentgym.core.menu import Menu
 from agentgym.core.spaces import String
 from agentgym.envs.search.answers import exact_match, token_f1
 from agentgym.envs.search.base import SearchEnvBase
-from agentgym.envs.search.world import Sentence, entity_node, value_node
+from agentgym.envs.search.world_types import Sentence, entity_node, value_node
 
 MAX_MENU = 256
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .world import (
+from .world import RandomStream
+from .world_types import (
     ATTRIBUTE_OF,
     ENTITY_RELATIONS,
     ENTITY_TYPES,
     Fact,
-    RandomStream,
     World,
     entity_node,
     value_node,

@@ -9,21 +9,32 @@ the same type (the page titles disambiguate them), and attribute values such as 
 are shared widely, so reading the right page matters.
 
 All randomness flows from ``numpy.random.default_rng(seed)``; the output never depends on set
-iteration order or ``hash()``, so it is byte-for-byte identical in every process.
+iteration order or ``hash()``, so it is byte-for-byte identical in every process. The world's
+types (:class:`Entity`, :class:`Fact`, :class:`Sentence`, :class:`World`) and relation tables
+live in :mod:`agentgym.envs.search.world_types` and are re-exported here.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import NamedTuple, TypeVar
 
 import numpy as np
+
+from ._lexicon import DESCRIPTORS, ENTITY_TYPES, GENERIC, NAME_SPACES, TEMPLATES
+from .world_types import (
+    ATTRIBUTE_OF,
+    ENTITY_RELATIONS,
+    MULTI_RELATIONS,
+    Entity,
+    Fact,
+    Sentence,
+    World,
+    entity_node,
+    value_node,
+)
 
 __all__ = [
     "ATTRIBUTE_OF",
@@ -40,35 +51,6 @@ __all__ = [
     "value_node",
 ]
 
-from ._lexicon import DESCRIPTORS, ENTITY_TYPES, GENERIC, NAME_SPACES, TEMPLATES
-
-#: Functional entity-valued relations by subject type: ``(relation, object type)``.
-ENTITY_RELATIONS: Mapping[str, tuple[tuple[str, str], ...]] = MappingProxyType(
-    {
-        "person": (("born_in", "city"), ("works_for", "company"), ("educated_at", "university")),
-        "film": (("directed_by", "person"), ("produced_by", "company")),
-        "city": (),
-        "company": (("headquartered_in", "city"), ("founded_by", "person")),
-        "award": (),
-        "university": (("located_in", "city"),),
-    }
-)
-
-#: The numeric attribute every entity of a type has (one per entity).
-ATTRIBUTE_OF: Mapping[str, str] = MappingProxyType(
-    {
-        "person": "birth_year",
-        "film": "release_year",
-        "city": "population",
-        "company": "founded_year",
-        "award": "established_year",
-        "university": "founded_year",
-    }
-)
-
-#: Relations a subject may have several objects for (never used as a question hop).
-MULTI_RELATIONS: tuple[str, ...] = ("won", "directed", "produced", "founded")
-
 _MIN_PAGES = 2 * len(ENTITY_TYPES)
 # Share of each type among the pages, and of each type's entities that reuse another's name.
 _TYPE_WEIGHTS = dict(zip(ENTITY_TYPES, (0.38, 0.24, 0.10, 0.13, 0.06, 0.09), strict=True))
@@ -80,163 +62,6 @@ _GENERIC_RATE = 0.25  # how often a {S} subject becomes "The film" etc. instead 
 
 
 _T = TypeVar("_T")
-
-
-def entity_node(eid: int) -> str:
-    """Return the node id of an entity, ``"e:<id>"``."""
-    return f"e:{eid}"
-
-
-def value_node(text: str) -> str:
-    """Return the node id of a literal value, ``"v:<text>"``."""
-    return f"v:{text}"
-
-
-@dataclass(frozen=True, slots=True)
-class Entity:
-    """An entity of the world; it has exactly one page.
-
-    Attributes:
-        id: Index into ``World.entities`` (and ``World.pages``).
-        etype: One of ``ENTITY_TYPES``.
-        name: Surface name; not unique, distractors share names.
-        title: Unique page title, e.g. ``"Alice Marlow (engineer)"`` when the name is shared.
-        attributes: Sorted ``(attribute, value text)`` pairs, e.g. ``(("birth_year", "1961"),)``.
-    """
-
-    id: int
-    etype: str
-    name: str
-    title: str
-    attributes: tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Fact:
-    """One fact, stated by exactly one sentence on its subject's page.
-
-    Attributes:
-        relation: Relation or attribute name, e.g. ``"directed_by"`` or ``"birth_year"``.
-        subject: Subject entity id.
-        obj: ``"e:<id>"`` for an entity object, else the literal value text, e.g. ``"1961"``.
-        sentence_id: Id of the sentence on the subject's page stating the fact.
-    """
-
-    relation: str
-    subject: int
-    obj: str
-    sentence_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Sentence:
-    """One sentence of a page.
-
-    Attributes:
-        id: ``"s:<page entity id>:<k>"`` with ``k`` the position on the page from 0.
-        page: Entity id of the page the sentence is on.
-        text: The sentence text.
-        mentions: Sorted ids of the entities the text names (the page entity only if named).
-        values: Sorted literal values (years, numbers) the text states.
-        fact: The fact the sentence states, or ``None`` for intro and filler sentences.
-    """
-
-    id: str
-    page: int
-    text: str
-    mentions: tuple[int, ...]
-    values: tuple[str, ...]
-    fact: Fact | None
-
-
-@dataclass(frozen=True, repr=False)
-class World:
-    """A generated world: entities, their pages of sentences, and the facts those state.
-
-    Attributes:
-        seed: Seed the world was generated from.
-        entities: All entities; ``entities[i].id == i``.
-        sentences: Sentences by id, in page order.
-        pages: ``pages[eid]`` is the ordered tuple of sentence ids of entity ``eid``'s page.
-        facts: All facts, in page order.
-    """
-
-    seed: int
-    entities: tuple[Entity, ...]
-    sentences: dict[str, Sentence]
-    pages: tuple[tuple[str, ...], ...]
-    facts: tuple[Fact, ...]
-
-    @functools.cached_property
-    def _fact_index(self) -> dict[tuple[int, str], tuple[Fact, ...]]:
-        grouped: dict[tuple[int, str], list[Fact]] = {}
-        for fact in self.facts:
-            grouped.setdefault((fact.subject, fact.relation), []).append(fact)
-        return {key: tuple(facts) for key, facts in grouped.items()}
-
-    @functools.cached_property
-    def _title_index(self) -> dict[str, int]:
-        return {entity.title: entity.id for entity in self.entities}
-
-    @functools.cached_property
-    def _name_index(self) -> dict[str, tuple[int, ...]]:
-        names: dict[str, list[int]] = {}
-        for entity in self.entities:
-            names.setdefault(entity.name, []).append(entity.id)
-        return {name: tuple(ids) for name, ids in names.items()}
-
-    def __repr__(self) -> str:
-        """Summarize the world without dumping it."""
-        return (
-            f"World(seed={self.seed}, pages={len(self.entities)}, "
-            f"sentences={len(self.sentences)}, facts={len(self.facts)})"
-        )
-
-    def page(self, eid: int) -> tuple[Sentence, ...]:
-        """Return the sentences of entity ``eid``'s page, in order."""
-        return tuple(self.sentences[sid] for sid in self.pages[eid])
-
-    def objects(self, subject: int, relation: str) -> tuple[str, ...]:
-        """Return all objects of ``(subject, relation)`` as sorted strings (may be empty)."""
-        return tuple(sorted(f.obj for f in self._fact_index.get((subject, relation), ())))
-
-    def fact_of(self, subject: int, relation: str) -> Fact | None:
-        """Return the unique fact of ``(subject, relation)``, or ``None`` if none or several."""
-        facts = self._fact_index.get((subject, relation), ())
-        return facts[0] if len(facts) == 1 else None
-
-    def by_title(self, title: str) -> int:
-        """Return the id of the entity with page title ``title``; raise KeyError if none."""
-        return self._title_index[title]
-
-    def by_name(self, name: str) -> tuple[int, ...]:
-        """Return the ids of all entities named ``name`` (ascending; empty if none)."""
-        return self._name_index.get(name, ())
-
-    def data_hash(self) -> str:
-        """Return the sha256 hex digest of a canonical JSON dump of entities and sentences."""
-        return self._data_hash
-
-    @functools.cached_property
-    def _data_hash(self) -> str:
-        digest = hashlib.sha256()
-        for e in self.entities:
-            record = ["entity", e.id, e.etype, e.name, e.title, [list(a) for a in e.attributes]]
-            digest.update(_canonical(record))
-        for s in self.sentences.values():
-            fact = (
-                None
-                if s.fact is None
-                else [s.fact.relation, s.fact.subject, s.fact.obj, s.fact.sentence_id]
-            )
-            record = ["sentence", s.id, s.page, s.text, list(s.mentions), list(s.values), fact]
-            digest.update(_canonical(record))
-        return digest.hexdigest()
-
-
-def _canonical(record: list[object]) -> bytes:
-    """Serialize one record as a canonical JSON line."""
-    return json.dumps(record, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 class RandomStream:

@@ -11,7 +11,7 @@ from importlib.util import find_spec
 from agentgym.registry import register as _register
 
 # The family's dependencies, checked without importing them: importing textworld takes half a
-# second and ``import alfworld`` writes under $HOME (see alfworld_gen.import_alfworld).
+# second and ``import alfworld`` writes under $HOME (see alfworld_data.import_alfworld).
 for _dependency in ("textworld", "alfworld"):
     if find_spec(_dependency) is None:
         raise ImportError(f"the text family needs {_dependency}: pip install 'agentgym[text]'")

@@ -1,17 +1,13 @@
-"""ALFWorld household tasks on TextWorld's PDDL engine, with the text derived fast.
+"""ALFWorld household tasks as a gymnasium env (:class:`ALFWorldEnv`).
 
-The game engine is TextWorld's (``textworld.envs.pddl``: Fast Downward's successor generator
-applies the operators, TextWorld's context-sensitive grammar words the feedback), and the
-names are ALFWorld's (``AlfredDemangler``), so observations and admissible commands are the
-ones ALFWorld's ``AlfredTWEnv`` shows. What differs is the cost: TextWorld re-parses every
-grammar template with TatSu and deep-copies its derivation contexts at every step, which is
-almost all of a step's time. :class:`FastGrammar` derives the same text from templates parsed
-once, with shallow contexts; it never touches TextWorld's module state.
+Tasks are games generated for ALFWorld's own PDDL domain (:mod:`agentgym.envs.text.alfworld_gen`)
+or ALFWorld's official games, played on :class:`~agentgym.envs.text.alfworld_game.AlfredGame`
+(TextWorld's PDDL engine with the text derived fast); this module adds the task lists, the
+goal progress, the skill hints, the oracle and snapshots.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -20,12 +16,23 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from agentgym.core.env import SPLITS, AgentEnv, Transition
 from agentgym.core.errors import BadInput, ResetNeeded, SnapshotMismatch
 from agentgym.core.spaces import String
 from agentgym.envs.text import alfworld_gen as gen
+from agentgym.envs.text.alfworld_game import AlfredGame
+from agentgym.envs.text.alfworld_grammar import FastGrammar
+
+__all__ = [
+    "NOTHING_HAPPENS",
+    "SKILL_HINTS",
+    "ALFWorldEnv",
+    "AlfredGame",
+    "FastGrammar",
+    "official_root",
+]
 
 NOTHING_HAPPENS = "Nothing happens."
 
@@ -55,321 +62,6 @@ SKILL_HINTS = {
         "of the same kind, take it and move it to the same receptacle."
     ),
 }
-
-
-# ---------------------------------------------------------------------- fast text
-def _textgen() -> Any:
-    import textworld.envs.pddl.textgen as textgen  # type: ignore[import-untyped]
-
-    return textgen
-
-
-class FastGrammar:
-    """TextWorld's ``ContextSensitiveGrammar.derive``, with every template parsed once.
-
-    The derivation is the stock one step for step (same rule choice, same queries over the
-    state, same evaluation of ``{...}`` expressions, same list wording); the differences are
-    only in cost: parsed templates, parsed conditions and compiled expressions are cached,
-    and a derivation context is shared instead of deep-copied (nothing mutates it).
-    """
-
-    # Parsed templates, parsed queries and compiled expressions, shared by every game.
-    _symbols: ClassVar[dict[str, list[Any]]] = {}
-    _queries: ClassVar[dict[str, Any]] = {}
-    _code: ClassVar[dict[str, Any]] = {}
-
-    def __init__(self, grammar: Any):
-        """Wrap a TextWorld grammar (its rules are read, never changed)."""
-        self._rules: dict[str, list[Any]] = grammar._rules
-        self._tg = _textgen()
-        self._globals = dict(vars(self._tg))  # what an expression sees in TextWorld, copied
-        self._static: dict[tuple[str, frozenset[str]], bool] = {}
-
-    def _parse(self, text: str) -> list[Any]:
-        symbols = self._symbols.get(text)
-        if symbols is None:
-            symbols = self._tg._parse_and_convert(text, rule_name="symbols")
-            self._symbols[text] = symbols
-        return symbols
-
-    def _query(self, expression: str) -> Any:
-        rule = self._queries.get(expression)
-        if rule is None:
-            from textworld.logic import Rule  # type: ignore[import-untyped]
-
-            rule = Rule.parse_conjunctive_query(expression)
-            self._queries[expression] = rule
-        return rule
-
-    def _contexts(
-        self, state: Any, infos: dict[str, Any], given: Any, variables: dict, mapping: dict
-    ) -> list[tuple[dict, dict]]:
-        if not given:
-            return [(variables, mapping)]
-        out = []
-        for found in state.all_assignments(self._query(given), mapping):
-            v = dict(variables)
-            v.update({ph.name: infos[var.name] for ph, var in found.items()})
-            m = dict(mapping)
-            m.update(found)
-            out.append((v, m))
-        return out
-
-    def _rule(self, state: Any, name: str, mapping: dict) -> Any:
-        rules = self._rules.get(name)
-        if not rules:
-            raise self._tg.CSGUnknownSymbolError(name)
-        for rule in rules:
-            if not rule.condition:
-                return rule
-            query = self._query(rule.condition)
-            if next(iter(state.all_assignments(query, mapping)), None) is not None:
-                return rule
-        raise IndexError("list index out of range")  # what the stock derivation raises
-
-    def _eval(self, expression: str, variables: dict) -> Any:
-        code = self._code.get(expression)
-        if code is None:
-            code = compile(expression, "<grammar>", "eval")
-            self._code[expression] = code
-        return eval(code, self._globals, dict(variables))
-
-    def derive(
-        self, state: Any, infos: dict[str, Any], start: str, variables: dict, mapping: dict
-    ) -> str:
-        """The text TextWorld derives from ``start`` in this state and context."""
-        tg = self._tg
-        out: list[str] = []
-        stack = [(s, variables, mapping) for s in reversed(self._parse(start))]
-        while stack:
-            sym, var, mp = stack.pop()
-            kind = type(sym)
-            if kind is tg.TerminalSymbol:
-                out.append(str(sym.symbol))
-            elif kind is tg.NonterminalSymbol:
-                rule = self._rule(state, str(sym.symbol), mp)
-                stack.extend((s, var, mp) for s in reversed(rule.rhs))
-            elif kind is tg.ConditionalSymbol:
-                found = self._contexts(state, infos, sym.given, var, mp)
-                stack.extend((sym.expression, v, m) for v, m in reversed(found))
-            elif kind is tg.EvalSymbol:
-                out.append(str(self._eval(sym.expression, var)))
-            elif kind is tg.ListSymbol:
-                inner = sym.symbol
-                found = self._contexts(state, infos, inner.given, var, mp)
-                items = [(inner.expression, v, m) for v, m in found]
-                stack.extend(reversed(self._display_list(items, var, mp)))
-            else:
-                raise NotImplementedError(f"Unknown symbol: {kind}")
-        return "".join(out)
-
-    def is_static(self, start: str, dynamic: frozenset[str]) -> bool:
-        """Whether the text of ``start`` depends on its context alone.
-
-        That holds when no query or rule condition it can reach names a predicate in
-        ``dynamic`` (one that actions change).
-        """
-        key = (start, dynamic)
-        if key not in self._static:
-            self._static[key] = self._symbols_static(self._parse(start), dynamic, set())
-        return self._static[key]
-
-    def _symbols_static(self, symbols: list[Any], dynamic: frozenset[str], seen: set[str]) -> bool:
-        tg = self._tg
-        for sym in symbols:
-            kind = type(sym)
-            if kind is tg.ListSymbol:
-                sym = sym.symbol
-                kind = type(sym)
-            if kind is tg.ConditionalSymbol:
-                if sym.given and not self._query_static(sym.given, dynamic):
-                    return False
-                if not self._symbols_static([sym.expression], dynamic, seen):
-                    return False
-            elif kind is tg.NonterminalSymbol:
-                name = str(sym.symbol)
-                if name in seen:
-                    continue
-                seen.add(name)
-                for rule in self._rules.get(name, []):
-                    if rule.condition and not self._query_static(rule.condition, dynamic):
-                        return False
-                    if not self._symbols_static(rule.rhs, dynamic, seen):
-                        return False
-        return True
-
-    def _query_static(self, expression: str, dynamic: frozenset[str]) -> bool:
-        names = {p.name.removeprefix("not_") for p in self._query(expression).preconditions}
-        return not names & dynamic
-
-    def _display_list(self, items: list[tuple], variables: dict, mapping: dict) -> list[tuple]:
-        tg = self._tg
-        if not items:
-            return [(tg.NonterminalSymbol("list_empty"), variables, mapping)]
-        if len(items) == 1:
-            return items
-        sep = (tg.NonterminalSymbol("list_separator"), variables, mapping)
-        last = (tg.NonterminalSymbol("list_last_separator"), variables, mapping)
-        joined: list[tuple] = []
-        for item in items[:-1]:
-            if joined:
-                joined.append(sep)
-            joined.append(item)
-        return [*joined, last, items[-1]]
-
-
-# ---------------------------------------------------------------------- the engine
-class AlfredGame:
-    """One ALFWorld game: TextWorld's PDDL engine, ALFWorld's names, :class:`FastGrammar` text.
-
-    ``reset()`` returns the intro; after ``step(command)``, ``feedback`` is the text of the last
-    admissible command played (a command that is not admissible changes nothing: TextWorld
-    then shows "Nothing happens."); ``admissible`` is the sorted list of commands (TextWorld's
-    ``admissible_commands``).
-    """
-
-    def __init__(self, game: dict[str, Any]):
-        """Load a parsed ``game.tw-pddl`` and take a planner library; ``reset`` starts play."""
-        self.game = game
-        self.domain: str = game["pddl_domain"]
-        self.problem: str = game["pddl_problem"]
-        self.goal = gen.goal_section(self.problem)
-        self.logic = gen.game_logic(self.domain, game["grammar"])
-        self.text = FastGrammar(self.logic.grammar)
-        self.translation = gen.translate(self.domain, self.problem)
-        self._lib: Any = gen.LIBS.acquire()
-        self.state: Any = None
-        self.infos: dict[str, Any] = {}
-        self.admissible: list[str] = []
-        self._by_command: dict[str, Any] = {}
-        self._by_operator: dict[str, Any] = {}
-        self._commands: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
-        self.feedback = ""
-
-    def close(self) -> None:
-        """Hand the planner library back (the game cannot be played afterwards)."""
-        if self._lib is not None:
-            gen.LIBS.release(self._lib)
-            self._lib = None
-
-    def __del__(self) -> None:
-        """Hand the planner library back, as :meth:`close` does."""
-        with contextlib.suppress(Exception):  # interpreter shutdown may have torn down gen
-            self.close()
-
-    # -------------------------------------------------------------- play
-    def reset(self) -> str:
-        """Start over; the intro text."""
-        self.state = gen.new_state(self._lib, self.problem, self.logic, self.translation)
-        if not self.infos:
-            self.infos = gen.entity_infos(self.state)
-        self.feedback = self.text.derive(self.state, self.infos, "#intro#", {}, {})
-        self._refresh()
-        return self.feedback
-
-    def step(self, command: str) -> bool:
-        """Play an admissible command (True; ``feedback`` is its text) or nothing (False)."""
-        action = self._by_command.get(command)
-        if action is None:
-            return False
-        self._apply(action)
-        self.feedback = self.text.derive(
-            self.state, self.infos, action.feedback_rule, self._variables(action), action.mapping
-        )
-        self._refresh()
-        return True
-
-    def replay(self, operators: Sequence[str]) -> str:
-        """Apply operators by name (no text on the way); the feedback of the last one."""
-        last = None
-        for name in operators:
-            action = self._by_operator.get(name)
-            if action is None:
-                raise SnapshotMismatch(f"operator {name!r} is not applicable on replay")
-            self._apply(action)
-            self._index_operators()
-            last = action
-        if last is None:
-            self.feedback = self.text.derive(self.state, self.infos, "#intro#", {}, {})
-        else:
-            self.feedback = self.text.derive(
-                self.state, self.infos, last.feedback_rule, self._variables(last), last.mapping
-            )
-        self._refresh()
-        return self.feedback
-
-    def operator_of(self, command: str) -> str:
-        """The operator name an admissible command applies."""
-        return str(self.state._operators[self._by_command[command].id].name)
-
-    def _apply(self, action: Any) -> None:
-        self.state.apply(action)
-
-    def _variables(self, action: Any) -> dict[str, Any]:
-        return {ph.name: self.infos[var.name] for ph, var in action.mapping.items()}
-
-    def _index_operators(self) -> list[Any]:
-        actions = self.state.all_applicable_actions()
-        ops = self.state._operators
-        self._by_operator = {ops[a.id].name: a for a in actions}
-        return list(actions)
-
-    def _command(self, action: Any) -> str:
-        """An action's command as ``PddlEnv._gather_infos`` words it.
-
-        It is remembered when the template's text cannot change during the game (see
-        :meth:`FastGrammar.is_static`).
-        """
-        template = action.command_template
-        key = (template, tuple(sorted((ph.name, v.name) for ph, v in action.mapping.items())))
-        text = self._commands.get(key)
-        if text is None:
-            variables = self._variables(action)
-            text = self.text.derive(self.state, self.infos, template, variables, action.mapping)
-            if "{" in text or "}" in text:  # format_command's str.format (a no-op otherwise)
-                text = text.format(**{k: info.name for k, info in self.infos.items()})
-            if self.text.is_static(template, self.translation[2]):
-                self._commands[key] = text
-        return text
-
-    def _refresh(self) -> None:
-        """Admissible commands as TextWorld's ``PddlEnv._gather_infos`` words and orders them."""
-        by_command: dict[str, Any] = {}
-        for action in self._index_operators():
-            by_command.setdefault(self._command(action), action)
-        self._by_command = by_command
-        self.admissible = sorted(by_command)
-
-    # -------------------------------------------------------------- state
-    @property
-    def won(self) -> bool:
-        """Whether the goal holds."""
-        return bool(self.state.check_goal())
-
-    def dynamic_facts(self) -> list[str]:
-        """The facts actions can change, sorted (the engine state beyond the static scene).
-
-        They include TextWorld's records of removed facts (``not_...``, which its grammar
-        queries).
-        """
-        dynamic = self.translation[2]
-        return sorted(
-            str(f)
-            for sig, fs in self.state._facts.items()
-            if sig.name.removeprefix("not_") in dynamic
-            for f in fs
-        )
-
-    def state_key(self) -> str:
-        """sha1 of the dynamic facts."""
-        return hashlib.sha1("\n".join(self.dynamic_facts()).encode()).hexdigest()
-
-    def plan(self) -> list[str] | None:
-        """The planner's commands from the current state to the goal, or None."""
-        operators = gen.plan(self.domain, self.state, self.goal)
-        if operators is None:
-            return None
-        return list(self.state.plan_to_templated_actions(operators, self.infos))
 
 
 # ---------------------------------------------------------------------- progress

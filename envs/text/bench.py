@@ -26,7 +26,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from agentgym.envs.text.alfworld_env import NOTHING_HAPPENS, AlfredGame
+from agentgym.envs.text.alfworld_env import NOTHING_HAPPENS
+from agentgym.envs.text.alfworld_game import AlfredGame
 from agentgym.registry import make
 
 GOAL_ALFWORLD_SPEEDUP = 3.0

@@ -13,7 +13,7 @@ import pytest
 
 from agentgym.core.errors import BadInput
 from agentgym.envs.search.loaders import HOTPOTQA_TYPES, TWOWIKI_TYPES, load_official
-from agentgym.envs.search.world import World
+from agentgym.envs.search.world_types import World
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HOTPOT_DIR = FIXTURES / "hotpotqa"
