@@ -71,10 +71,10 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -92,6 +92,15 @@ from agentgym.baselines.bench.grpo_task import (
 )
 from agentgym.core.errors import BadInput
 
+if TYPE_CHECKING:
+    import torch
+
+    from agentgym.baselines.batch import Batch
+    from agentgym.baselines.config import TrainConfig
+    from agentgym.baselines.credit import Plan
+    from agentgym.baselines.policies.base import GenOut
+    from agentgym.baselines.policies.hf import HFPolicy
+
 INSTALL_HINT = "bench trainer needs TRL: pip install 'agentgym[bench]'"
 
 
@@ -99,30 +108,13 @@ def run_ours(model_dir: Path, settings: Settings, run: int) -> RunResult:
     """``warmup + steps`` steps of our GRPO trainer on a fresh copy of the model."""
     import torch
 
-    from agentgym.baselines.batch import Batch, StepContext, Trajectory, Turn
-    from agentgym.baselines.config import TrainConfig
     from agentgym.baselines.credit import compose
     from agentgym.baselines.policies.hf import HFPolicy
-    from agentgym.baselines.train import policy_loss
 
     set_threads(settings)
     torch.manual_seed(settings.seed + run)
     policy = HFPolicy.from_pretrained(model_dir, value_head=False)
-    cfg = TrainConfig.from_options(
-        credit="grpo",
-        policy=str(model_dir),
-        tasks_per_step=settings.prompts,
-        group_size=settings.completions,
-        lr=settings.lr,
-        weight_decay=0.0,
-        clip=settings.clip,
-        kl_coef=0.0,
-        max_grad_norm=settings.max_grad_norm,
-        temperature=settings.temperature,
-        max_new_tokens=settings.max_new_tokens,
-        constant_norm=float(settings.max_new_tokens),
-        seed=settings.seed,
-    )
+    cfg = _our_config(model_dir, settings)
     plan = compose(cfg.credit, cfg)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.lr, weight_decay=0.0)
     total = settings.warmup + settings.steps
@@ -132,52 +124,13 @@ def run_ours(model_dir: Path, settings: Settings, run: int) -> RunResult:
     tokens, start = 0, 0.0
     rewards: list[float] = []
     for step in range(total):
+        # the clock starts after the warm-up steps
         if step == settings.warmup:
             tokens, rewards, phases = 0, [], dict.fromkeys(phases, 0.0)
             start = time.perf_counter()
-        t0 = time.perf_counter()
-        picked = range(step * settings.prompts, (step + 1) * settings.prompts)
-        prompts = [encoded[i] for i in picked for _ in range(settings.completions)]
-        words = [rows[i]["word"] for i in picked for _ in range(settings.completions)]
-        outs = policy.generate(
-            prompts, max_new_tokens=settings.max_new_tokens, temperature=settings.temperature
-        )
-        t1 = time.perf_counter()
-        batch = Batch(
-            trajectories=[
-                Trajectory(
-                    task_id=word,
-                    group_id=str(j // settings.completions),
-                    turns=[
-                        Turn(
-                            prompt_ids=torch.tensor(p),
-                            response_ids=torch.tensor(o.ids),
-                            terminated=True,
-                            logp_old=torch.tensor(o.logps),
-                        )
-                    ],
-                    outcome=reward(o.text, word),
-                    terminated=True,
-                )
-                for j, (p, o, word) in enumerate(zip(prompts, outs, words, strict=True))
-            ]
-        )
-        ctx = StepContext(config=cfg, policy=policy, ref=None, envs=None, step=step)
-        for hook in ("transform", "score", "advantages", "shape"):
-            plan.run(hook, batch, ctx)
-        t2 = time.perf_counter()
-        loss, _ = policy_loss(batch, policy, None, plan, cfg)
-        for aux, _aux_metrics in plan.run("aux_loss", batch, ctx):
-            loss = loss + aux
-        optimizer.zero_grad()
-        loss.backward()
-        plan.run("grad_hook", batch, ctx)
-        t3 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)
-        optimizer.step()
-        t4 = time.perf_counter()
-        for name, (a, b) in zip(phases, ((t0, t1), (t1, t2), (t2, t3), (t3, t4)), strict=True):
-            phases[name] += b - a
+        outs, batch, spent = _our_step(policy, plan, cfg, optimizer, settings, rows, encoded, step)
+        for name, seconds in zip(phases, spent, strict=True):
+            phases[name] += seconds
         tokens += sum(len(o.ids) for o in outs)
         rewards.extend(t.outcome for t in batch.trajectories)
     seconds = time.perf_counter() - start
@@ -193,6 +146,110 @@ def run_ours(model_dir: Path, settings: Settings, run: int) -> RunResult:
     )
 
 
+def _our_config(model_dir: Path, settings: Settings) -> TrainConfig:
+    """Our trainer's settings for the benchmark: GRPO, β = 0, no weight decay."""
+    from agentgym.baselines.config import TrainConfig
+
+    return TrainConfig.from_options(
+        credit="grpo",
+        policy=str(model_dir),
+        tasks_per_step=settings.prompts,
+        group_size=settings.completions,
+        lr=settings.lr,
+        weight_decay=0.0,
+        clip=settings.clip,
+        kl_coef=0.0,
+        max_grad_norm=settings.max_grad_norm,
+        temperature=settings.temperature,
+        max_new_tokens=settings.max_new_tokens,
+        constant_norm=float(settings.max_new_tokens),
+        seed=settings.seed,
+    )
+
+
+def _our_step(
+    policy: HFPolicy,
+    plan: Plan,
+    cfg: TrainConfig,
+    optimizer: torch.optim.Optimizer,
+    settings: Settings,
+    rows: list[dict[str, str]],
+    encoded: list[list[int]],
+    step: int,
+) -> tuple[list[GenOut], Batch, tuple[float, float, float, float]]:
+    """One GRPO step of our trainer on the step's prompts.
+
+    Returns:
+        The completions, the scored batch, and the seconds of each phase: generation,
+        rewards + advantages, forward + backward, optimiser.
+    """
+    import torch
+
+    from agentgym.baselines.batch import StepContext
+    from agentgym.baselines.train import policy_loss
+
+    # 1. generate: `completions` samples of each of the step's prompts in one batch
+    t0 = time.perf_counter()
+    picked = range(step * settings.prompts, (step + 1) * settings.prompts)
+    prompts = [encoded[i] for i in picked for _ in range(settings.completions)]
+    words = [rows[i]["word"] for i in picked for _ in range(settings.completions)]
+    outs = policy.generate(
+        prompts, max_new_tokens=settings.max_new_tokens, temperature=settings.temperature
+    )
+
+    # 2. rewards and group-normalised advantages through the credit plan
+    t1 = time.perf_counter()
+    batch = _our_batch(prompts, outs, words, settings.completions)
+    ctx = StepContext(config=cfg, policy=policy, ref=None, envs=None, step=step)
+    for hook in ("transform", "score", "advantages", "shape"):
+        plan.run(hook, batch, ctx)
+
+    # 3. the clipped surrogate's forward and backward
+    t2 = time.perf_counter()
+    loss, _ = policy_loss(batch, policy, None, plan, cfg)
+    for aux, _aux_metrics in plan.run("aux_loss", batch, ctx):
+        loss = loss + aux
+    optimizer.zero_grad()
+    loss.backward()
+    plan.run("grad_hook", batch, ctx)
+
+    # 4. gradient clipping and the AdamW step
+    t3 = time.perf_counter()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)
+    optimizer.step()
+    t4 = time.perf_counter()
+    return outs, batch, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)
+
+
+def _our_batch(
+    prompts: list[list[int]], outs: list[GenOut], words: list[str], completions: int
+) -> Batch:
+    """One single-turn trajectory per completion, ``completions`` per group, with its reward."""
+    import torch
+
+    from agentgym.baselines.batch import Batch, Trajectory, Turn
+
+    return Batch(
+        trajectories=[
+            Trajectory(
+                task_id=word,
+                group_id=str(j // completions),
+                turns=[
+                    Turn(
+                        prompt_ids=torch.tensor(p),
+                        response_ids=torch.tensor(o.ids),
+                        terminated=True,
+                        logp_old=torch.tensor(o.logps),
+                    )
+                ],
+                outcome=reward(o.text, word),
+                terminated=True,
+            )
+            for j, (p, o, word) in enumerate(zip(prompts, outs, words, strict=True))
+        ]
+    )
+
+
 # -------------------------------------------------------------------------------------- TRL
 
 
@@ -200,32 +257,58 @@ def run_trl(model_dir: Path, settings: Settings, run: int, work: Path) -> RunRes
     """``warmup + steps`` steps of TRL's ``GRPOTrainer`` on a fresh copy of the model."""
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     set_threads(settings)
     total = settings.warmup + settings.steps
-    counted: list[int] = []
+    counted: list[int] = []  # completion tokens per reward call
     rewards: list[float] = []
-
-    def reward_fn(
-        prompts: list[str], completions: list[str], completion_ids: list[list[int]], **kw: Any
-    ) -> list[float | None]:
-        counted.append(sum(len(ids) for ids in completion_ids))
-        scores = [reward(c, w) for c, w in zip(completions, kw["word"], strict=True)]
-        rewards.extend(scores)
-        out: list[float | None] = list(scores)
-        return out
-
-    reward_fn.__name__ = "say_the_word"
     clock: list[tuple[float, int, int]] = []  # (time, tokens so far, reward count) at step ends
+    args = _trl_args(settings, run, work, total)
+    torch.manual_seed(settings.seed + run)
+    model = AutoModelForCausalLM.from_pretrained(
+        str(model_dir), dtype=torch.float32, local_files_only=True
+    )
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+    dataset = Dataset.from_list(task_rows(settings.prompts * total))
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=_trl_reward(counted, rewards),
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[_step_clock(clock, counted, rewards)],
+    )
+    for cb in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(cb)
+    gen_time = _time_generation(trainer)
+    set_threads(settings)
+    trainer.train()
+    if len(clock) != total or len(gen_time) != total:
+        raise RuntimeError(f"TRL ran {len(clock)} steps ({len(gen_time)} generations), not {total}")
+    (t_start, tok_start, r_start), (t_end, tok_end, _) = clock[settings.warmup - 1], clock[-1]
+    seconds = t_end - t_start
+    gen = sum(gen_time[settings.warmup :])
+    phases = {"generate": gen, "other": seconds - gen}
+    return RunResult(
+        "trl",
+        run,
+        tok_end - tok_start,
+        seconds,
+        settings.steps,
+        phases,
+        mean(rewards[r_start:]),
+        torch.get_num_threads(),
+    )
 
-    class StepClock(TrainerCallback):
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            clock.append((time.perf_counter(), sum(counted), len(rewards)))
 
-    args = GRPOConfig(
+def _trl_args(settings: Settings, run: int, work: Path, total: int) -> Any:
+    """TRL's ``GRPOConfig`` matching our step (module docstring), for ``total`` steps."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
         output_dir=str(work / f"trl-{run}"),
         per_device_train_batch_size=settings.prompts * settings.completions,
         gradient_accumulation_steps=1,
@@ -256,22 +339,39 @@ def run_trl(model_dir: Path, settings: Settings, run: int, work: Path) -> RunRes
         shuffle_dataset=False,
         seed=settings.seed + run,
     )
-    torch.manual_seed(settings.seed + run)
-    model = AutoModelForCausalLM.from_pretrained(
-        str(model_dir), dtype=torch.float32, local_files_only=True
-    )
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
-    dataset = Dataset.from_list(task_rows(settings.prompts * total))
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=reward_fn,
-        args=args,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        callbacks=[StepClock()],
-    )
-    for cb in (PrinterCallback, ProgressCallback):
-        trainer.remove_callback(cb)
+
+
+def _trl_reward(counted: list[int], rewards: list[float]) -> Callable[..., list[float | None]]:
+    """The task's reward function for TRL; it appends each call's token count and rewards."""
+
+    def reward_fn(
+        prompts: list[str], completions: list[str], completion_ids: list[list[int]], **kw: Any
+    ) -> list[float | None]:
+        counted.append(sum(len(ids) for ids in completion_ids))
+        scores = [reward(c, w) for c, w in zip(completions, kw["word"], strict=True)]
+        rewards.extend(scores)
+        out: list[float | None] = list(scores)
+        return out
+
+    reward_fn.__name__ = "say_the_word"
+    return reward_fn
+
+
+def _step_clock(
+    clock: list[tuple[float, int, int]], counted: list[int], rewards: list[float]
+) -> Any:
+    """A TRL callback appending ``(time, tokens so far, reward count)`` to ``clock`` per step."""
+    from transformers import TrainerCallback
+
+    class StepClock(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            clock.append((time.perf_counter(), sum(counted), len(rewards)))
+
+    return StepClock()
+
+
+def _time_generation(trainer: Any) -> list[float]:
+    """Wrap the trainer's generation to time it; the list fills with each call's seconds."""
     gen_time: list[float] = []  # per step: seconds inside TRL's generation
     generate = trainer._generate_single_turn
 
@@ -283,24 +383,7 @@ def run_trl(model_dir: Path, settings: Settings, run: int, work: Path) -> RunRes
             gen_time.append(time.perf_counter() - t0)
 
     setattr(trainer, "_generate_single_turn", timed_generate)  # noqa: B010
-    set_threads(settings)
-    trainer.train()
-    if len(clock) != total or len(gen_time) != total:
-        raise RuntimeError(f"TRL ran {len(clock)} steps ({len(gen_time)} generations), not {total}")
-    (t_start, tok_start, r_start), (t_end, tok_end, _) = clock[settings.warmup - 1], clock[-1]
-    seconds = t_end - t_start
-    gen = sum(gen_time[settings.warmup :])
-    phases = {"generate": gen, "other": seconds - gen}
-    return RunResult(
-        "trl",
-        run,
-        tok_end - tok_start,
-        seconds,
-        settings.steps,
-        phases,
-        mean(rewards[r_start:]),
-        torch.get_num_threads(),
-    )
+    return gen_time
 
 
 # ------------------------------------------------------------------------------------- run

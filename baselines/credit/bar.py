@@ -181,6 +181,47 @@ class BAR(CreditVariant):
         self._forget()
 
         # 1. candidates: eligible tasks shuffled, then the skipped ones, least extreme first
+        first, fresh, skipped = self._candidates(ctx, B)
+
+        # 2. round 0
+        groups: list[_Group] = []
+        self._add_groups(ctx, groups, first, G)
+
+        # 3. refill rounds
+        rounds, extra = self._refill_rounds(ctx, groups, fresh, B, G, n_refill, budget)
+
+        # 4. the batch: mixed groups, then the most promising all-equal ones, up to B
+        mixed = [g for g in groups if g.mixed][:B]
+        rest = [g for g in groups if not g.mixed]
+        rest.sort(key=lambda g: -self.mix_chance(g.task, g.won, n_refill))
+        fillers = rest[: B - len(mixed)]
+        chosen = sorted(mixed + fillers, key=lambda g: g.order)
+        batch.trajectories = []
+        for g in chosen:
+            for j, t in enumerate(g.trajs):
+                t.node_id = f"{t.group_id}:{j}"  # refills restart collect's numbering
+            batch.trajectories += g.trajs
+        used = {g.task for g in groups}
+        batch.metrics["bar/rounds"] = float(rounds)
+        batch.metrics["bar/mixed_groups"] = float(len(mixed))
+        batch.metrics["bar/filled_groups"] = float(len(fillers))
+        batch.metrics["bar/extra_rollouts"] = float(extra)
+        batch.metrics["bar/unused_rollouts"] = float(
+            sum(len(g.trajs) for g in groups) - len(batch.trajectories)
+        )
+        batch.metrics["bar/skipped_tasks"] = float(sum(t not in used for t in skipped))
+
+    def _candidates(self, ctx: Context, B: int) -> tuple[list[str], list[str], list[str]]:
+        """The step's candidate tasks (step 1 of the module docstring).
+
+        Returns:
+            The B tasks of round 0 (eligible ones shuffled, then skipped ones, least extreme
+            first, repeating only past the split), the eligible tasks later rounds may draw,
+            and the skipped tasks.
+
+        Raises:
+            BadInput: the env lists no train tasks.
+        """
         ids = self._task_ids(ctx)
         if not ids:
             raise BadInput("bar: the env lists no train tasks")
@@ -192,13 +233,26 @@ class BAR(CreditVariant):
         stream = eligible + skipped
         first = [stream[j % len(stream)] for j in range(B)]  # repeats only past the split
         fresh = eligible[B:]  # later rounds draw only eligible tasks
+        return first, fresh, skipped
 
-        # 2. round 0
-        groups: list[_Group] = []
-        self._add_groups(ctx, groups, first, G)
+    def _refill_rounds(
+        self,
+        ctx: Context,
+        groups: list[_Group],
+        fresh: list[str],
+        B: int,
+        G: int,
+        n_refill: int,
+        budget: int,
+    ) -> tuple[int, int]:
+        """Refill or replace all-equal groups until B are mixed (step 3 of the module docstring).
+
+        ``groups`` grows in place; ``fresh`` are the tasks new groups may draw.
+
+        Returns:
+            The rounds run and the extra rollouts they planned.
+        """
         rounds = extra = 0
-
-        # 3. refill rounds
         while rounds < self.cfg.max_rounds:
             needed = B - sum(g.mixed for g in groups)
             if needed <= 0:
@@ -224,27 +278,7 @@ class BAR(CreditVariant):
                 for j, g in enumerate(refills):
                     g.trajs += trajs[j * n_refill : (j + 1) * n_refill]
             self._add_groups(ctx, groups, new, G)
-
-        # 4. the batch: mixed groups, then the most promising all-equal ones, up to B
-        mixed = [g for g in groups if g.mixed][:B]
-        rest = [g for g in groups if not g.mixed]
-        rest.sort(key=lambda g: -self.mix_chance(g.task, g.won, n_refill))
-        fillers = rest[: B - len(mixed)]
-        chosen = sorted(mixed + fillers, key=lambda g: g.order)
-        batch.trajectories = []
-        for g in chosen:
-            for j, t in enumerate(g.trajs):
-                t.node_id = f"{t.group_id}:{j}"  # refills restart collect's numbering
-            batch.trajectories += g.trajs
-        used = {g.task for g in groups}
-        batch.metrics["bar/rounds"] = float(rounds)
-        batch.metrics["bar/mixed_groups"] = float(len(mixed))
-        batch.metrics["bar/filled_groups"] = float(len(fillers))
-        batch.metrics["bar/extra_rollouts"] = float(extra)
-        batch.metrics["bar/unused_rollouts"] = float(
-            sum(len(g.trajs) for g in groups) - len(batch.trajectories)
-        )
-        batch.metrics["bar/skipped_tasks"] = float(sum(t not in used for t in skipped))
+        return rounds, extra
 
     def _add_groups(self, ctx: Context, groups: list[_Group], tasks: list[str], G: int) -> None:
         """Collect one new group of G rollouts for each of ``tasks``, each with a fresh seed."""

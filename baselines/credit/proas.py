@@ -305,7 +305,19 @@ class ProAS(CreditVariant):
                         counts["masked"] += 1
             for key, value in new.items():
                 batch.advantages[key] = value * batch.turn(key).mask()
+        self._record(batch, counts, moved, len(graphs))
 
+    def _record(self, batch: Batch, counts: dict[str, int], moved: float, n_graphs: int) -> None:
+        """The ``proas/*`` metrics of :meth:`shape` into ``batch.metrics``.
+
+        Args:
+            batch: the shaped batch.
+            counts: steps per label, masked steps, rollouts redistributed or without a graph,
+                and steps whose progress fell back from the graph.
+            moved: the advantage mass taken off masked steps of negative rollouts.
+            n_graphs: tasks with a reference graph.
+        """
+        cfg = self.cfg
         labelled = max(1, sum(counts[label] for label in LABELS))
         for label in LABELS:
             batch.metrics[f"proas/{label}_share"] = counts[label] / labelled
@@ -313,6 +325,6 @@ class ProAS(CreditVariant):
         batch.metrics["proas/redistributed_rollouts"] = float(counts["redistributed"])
         batch.metrics["proas/moved_mass"] = moved
         batch.metrics["proas/rollouts_without_graph"] = float(counts["no_graph"])
-        batch.metrics["proas/tasks_with_graph"] = float(len(graphs))
+        batch.metrics["proas/tasks_with_graph"] = float(n_graphs)
         if cfg.progress != "graph":
             batch.metrics["proas/progress_fallback_steps"] = float(counts["fallback"])

@@ -37,7 +37,15 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from agentgym.baselines.credit import Batch, Context, CreditVariant, Trajectory, register
+from agentgym.baselines.credit import (
+    Batch,
+    Context,
+    CreditVariant,
+    Key,
+    Trajectory,
+    Turn,
+    register,
+)
 from agentgym.baselines.credit.grpo import check_zero_std
 from agentgym.baselines.segments import fill_segment_tags
 from agentgym.core.errors import BadInput
@@ -185,28 +193,12 @@ class SLCA(CreditVariant):
             tool = {None, *tool}
         elif cfg.other == "summary":
             summary = {None, *summary}
-        turn_mode = cfg.other == "turn"
         shares = torch.zeros(3)  # policy tokens routed to tool, summary, nowhere
         batch.advantages = {}
         for i in sorted(kept):
             for k, turn in enumerate(batch.trajectories[i].turns):
                 m = turn.mask()
-                tags = turn.segment_tags or []
-                if len(tags) != m.numel():
-                    raise ValueError(
-                        f"slca: trajectory {i} turn {k} has {len(tags)} segment tags for "
-                        f"{m.numel()} response tokens"
-                    )
-                known = [t if t in cfg.tool_tags or t in cfg.summary_tags else None for t in tags]
-                in_tool = [t in tool for t in known]
-                in_sum = [t in summary for t in known]
-                if turn_mode:  # other tokens join their turn's own segment
-                    to_sum = any(in_sum) and not any(in_tool)
-                    fill = [t is None for t in known]
-                    in_tool = [a or (f and not to_sum) for a, f in zip(in_tool, fill, strict=True)]
-                    in_sum = [a or (f and to_sum) for a, f in zip(in_sum, fill, strict=True)]
-                M_tool = torch.tensor(in_tool, device=m.device).float()
-                M_sum = torch.tensor(in_sum, device=m.device).float()
+                M_tool, M_sum = self._segment_masks(turn, m, tool, summary, where=(i, k))
                 A_tok = M_tool * A_tool[i].to(m.device) + M_sum * A_sum[i].to(m.device)
                 batch.advantages[(i, k)] = A_tok * m
                 shares += torch.stack(
@@ -221,3 +213,41 @@ class SLCA(CreditVariant):
         batch.metrics["slca/tool_token_share"] = float(shares[0]) / total
         batch.metrics["slca/summary_token_share"] = float(shares[1]) / total
         batch.metrics["slca/zero_std_groups"] = float(n_zero_std)
+
+    def _segment_masks(
+        self, turn: Turn, m: Tensor, tool: set[str | None], summary: set[str | None], where: Key
+    ) -> tuple[Tensor, Tensor]:
+        """``M_tool`` and ``M_sum``: which response tokens of ``turn`` route to each segment.
+
+        Args:
+            turn: a turn with one segment tag per response token.
+            m: its policy-token mask (sets the device).
+            tool: the tags routed to the tool segment (``None``: untagged or other tags).
+            summary: the tags routed to the summary segment.
+            where: ``(i, k)`` of the turn, for the error message.
+
+        Returns:
+            Two float tensors like ``m``. With ``other="turn"``, other tokens join the turn's
+            own segment: summary when it holds summary tokens and no tool token, else tool.
+
+        Raises:
+            ValueError: the turn has not one tag per response token.
+        """
+        cfg = self.cfg
+        tags = turn.segment_tags or []
+        if len(tags) != m.numel():
+            raise ValueError(
+                f"slca: trajectory {where[0]} turn {where[1]} has {len(tags)} segment tags for "
+                f"{m.numel()} response tokens"
+            )
+        known = [t if t in cfg.tool_tags or t in cfg.summary_tags else None for t in tags]
+        in_tool = [t in tool for t in known]
+        in_sum = [t in summary for t in known]
+        if cfg.other == "turn":  # other tokens join their turn's own segment
+            to_sum = any(in_sum) and not any(in_tool)
+            fill = [t is None for t in known]
+            in_tool = [a or (f and not to_sum) for a, f in zip(in_tool, fill, strict=True)]
+            in_sum = [a or (f and to_sum) for a, f in zip(in_sum, fill, strict=True)]
+        M_tool = torch.tensor(in_tool, device=m.device).float()
+        M_sum = torch.tensor(in_sum, device=m.device).float()
+        return M_tool, M_sum

@@ -209,36 +209,11 @@ class SNC(CreditVariant):
             for k, G_k in enumerate(traj.step_returns(cfg.gamma))
         }
 
-        # 3. frontier-relative term: same menu state within the group
-        A_S: dict[Key, float] = {}
-        sizes = []
-        for idx in groups.values():
-            keys = [(i, k) for i in idx for k in range(len(batch.trajectories[i].turns))]
-            for bucket in state_buckets(batch, keys, self.name):
-                if cfg.frontier == "rank":
-                    acts = [action_of(batch.trajectories[i].turns[k]) for i, k in bucket]
-                    terms = frontier_rank([R_s[key] for key in bucket], acts)
-                else:
-                    returns = torch.tensor([R_s[key] for key in bucket], dtype=torch.float64)
-                    terms = relative(returns, returns).tolist()
-                for key, a in zip(bucket, terms, strict=True):
-                    A_S[key] = a
-                sizes.append(len(bucket))
+        # 3. frontier-relative term A^SNC_{i,k}: same menu state within the group
+        A_S, sizes = self._frontier_terms(batch, groups, R_s)
 
         # 4. dependency credit D_{i,k}, propagated back along each rollout's provenance
-        D: dict[Key, float] = {}
-        n_edges = 0
-        for i, traj in enumerate(batch.trajectories):
-            n = len(traj.turns)
-            credit = [0.0] * n
-            if cfg.dep_credit in ("snc", "both"):
-                credit = [A_S[(i, k)] for k in range(n)]
-            if cfg.dep_credit in ("outcome", "both") and n:
-                credit[-1] += float(A_E[i])
-            parents = dependency_parents(traj, cfg.producers)
-            n_edges += sum(len(p) for p in parents)
-            for k, d in enumerate(propagate(parents, credit, cfg.gamma_dep)):
-                D[(i, k)] = d
+        D, n_edges = self._dependency_credit(batch, A_E, A_S)
 
         # 5. A_{i,k,t} = (A^E_i + ω A^SNC_{i,k} + λ D_{i,k}) m_t
         batch.advantages = {}
@@ -253,3 +228,62 @@ class SNC(CreditVariant):
         if sizes:
             batch.metrics["snc/bucket_size_mean"] = sum(sizes) / len(sizes)
             batch.metrics["snc/singleton_fraction"] = sum(s == 1 for s in sizes) / len(sizes)
+
+    def _frontier_terms(
+        self, batch: Batch, groups: dict[str, list[int]], R_s: dict[Key, float]
+    ) -> tuple[dict[Key, float], list[int]]:
+        """``A^SNC_{i,k}``: each turn's step return against its same-state bucket in the group.
+
+        Args:
+            batch: the rollouts.
+            groups: group id -> trajectory indices.
+            R_s: the discounted step return ``R^s_{i,k}`` of every turn.
+
+        Returns:
+            ``A^SNC`` of every turn (its action's frontier rank, or ``R^s`` centred on the
+            bucket's mean, as ``frontier`` says), and the size of every bucket.
+        """
+        cfg = self.cfg
+        A_S: dict[Key, float] = {}
+        sizes = []
+        for idx in groups.values():
+            keys = [(i, k) for i in idx for k in range(len(batch.trajectories[i].turns))]
+            for bucket in state_buckets(batch, keys, self.name):
+                if cfg.frontier == "rank":
+                    acts = [action_of(batch.trajectories[i].turns[k]) for i, k in bucket]
+                    terms = frontier_rank([R_s[key] for key in bucket], acts)
+                else:
+                    returns = torch.tensor([R_s[key] for key in bucket], dtype=torch.float64)
+                    terms = relative(returns, returns).tolist()
+                for key, a in zip(bucket, terms, strict=True):
+                    A_S[key] = a
+                sizes.append(len(bucket))
+        return A_S, sizes
+
+    def _dependency_credit(
+        self, batch: Batch, A_E: torch.Tensor, A_S: dict[Key, float]
+    ) -> tuple[dict[Key, float], int]:
+        """``D_{i,k}``: the credit of later turns that consumed what turn ``k`` produced.
+
+        Per rollout, the credit to propagate (``A^SNC``, the outcome term ``A^E_i`` on the
+        last turn, or both, as ``dep_credit`` says) flows back along its dependency edges,
+        discounted by ``gamma_dep`` per edge.
+
+        Returns:
+            ``D`` of every turn and the number of dependency edges in the batch.
+        """
+        cfg = self.cfg
+        D: dict[Key, float] = {}
+        n_edges = 0
+        for i, traj in enumerate(batch.trajectories):
+            n = len(traj.turns)
+            credit = [0.0] * n
+            if cfg.dep_credit in ("snc", "both"):
+                credit = [A_S[(i, k)] for k in range(n)]
+            if cfg.dep_credit in ("outcome", "both") and n:
+                credit[-1] += float(A_E[i])
+            parents = dependency_parents(traj, cfg.producers)
+            n_edges += sum(len(p) for p in parents)
+            for k, d in enumerate(propagate(parents, credit, cfg.gamma_dep)):
+                D[(i, k)] = d
+        return D, n_edges

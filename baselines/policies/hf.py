@@ -16,9 +16,12 @@ set to ``1`` unless the environment already says otherwise).
     policy = HFPolicy.load(Path("ckpt/step-100"), device="cuda")
 
 Layout of a batch: prompts are left-padded and responses right-padded, so every response
-starts in the same column and only the response positions go through the output layer.
-Position ids count real tokens only, so padding never changes a row's result beyond
-floating-point noise.
+starts in the same column and only the response positions go through the output layer
+(:mod:`~agentgym.baselines.policies.hf_batch`). The parts around the policy live beside it:
+the LoRA settings and adapters in :mod:`~agentgym.baselines.policies.hf_lora`, the tokenizer
+wrapper in :mod:`~agentgym.baselines.policies.hf_tokenizer`, and the checkpoint files (saving,
+merging, reading) in :mod:`~agentgym.baselines.policies.hf_checkpoint`; this module
+re-exports the names callers import from it.
 
 The model is kept in ``eval()`` mode: dropout (the base model's and LoRA's) stays off, so
 ``generate`` and ``logprobs`` see the same function, as PPO's ratios need.
@@ -27,33 +30,40 @@ The model is kept in ``eval()`` mode: dropout (the base model's and LoRA's) stay
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import os
-import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
-from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-)
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from agentgym.baselines.policies.base import AllowedSequences, GenOut
-from agentgym.baselines.policies.constrained import (
-    AllowedTokens,
-    masked_logprobs,
+from agentgym.baselines.policies.constrained import AllowedTokens, masked_logprobs
+from agentgym.baselines.policies.hf_batch import as_ids, flat_allowed, left_padded, scoring_batch
+from agentgym.baselines.policies.hf_checkpoint import (
+    ADAPTER_CONFIG_FILE,
+    ADAPTER_DIR,
+    ADAPTER_FILE,
+    MODEL_FILE,
+    SETTINGS_FILE,
+    VALUE_HEAD_FILE,
+    load_value_head,
+    read_settings,
+    write_checkpoint,
 )
+from agentgym.baselines.policies.hf_lora import (
+    LoraSettings,
+    add_lora,
+    infer_lora_targets,
+    load_lora,
+)
+from agentgym.baselines.policies.hf_tokenizer import HFTokenizer, Message
 from agentgym.baselines.policies.sampling import Responses, choose
 
 __all__ = [
@@ -68,203 +78,6 @@ __all__ = [
     "LoraSettings",
     "infer_lora_targets",
 ]
-
-MODEL_FILE = "model.safetensors"
-ADAPTER_DIR = "adapter"
-"""Sub-directory of a checkpoint holding the LoRA adapter in ``peft``'s layout. Not the top
-level: ``transformers`` treats a directory with ``adapter_config.json`` as an adapter and
-would load the base weights named inside it instead of ``model.safetensors``."""
-ADAPTER_FILE = "adapter_model.safetensors"
-ADAPTER_CONFIG_FILE = "adapter_config.json"
-VALUE_HEAD_FILE = "value_head.safetensors"
-SETTINGS_FILE = "agentgym_policy.json"
-_SETTINGS_FORMAT = "agentgym.hf_policy"
-_SETTINGS_VERSION = 1
-_ADAPTER_NAME = "default"
-
-Message = Mapping[str, str]
-
-
-# --------------------------------------------------------------------------------------------
-# Settings
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LoraSettings:
-    """LoRA adapter settings (see ``peft.LoraConfig``).
-
-    Attributes:
-        r: rank of the update matrices.
-        alpha: scaling numerator; the update is scaled by ``alpha / r``.
-        dropout: dropout on the adapter input. The policy runs in ``eval()`` mode, so this only
-            acts if a caller puts ``policy.model`` in training mode itself.
-        target_modules: leaf module names to adapt (``"q_proj"``, ``"c_attn"``...). ``None``
-            means every linear layer of the network except the output layer, as found by
-            :func:`infer_lora_targets`; the resolved names are what ``save`` records.
-    """
-
-    r: int = 16
-    alpha: float = 32.0
-    dropout: float = 0.0
-    target_modules: tuple[str, ...] | None = None
-
-    def __post_init__(self) -> None:
-        """Validate the values and freeze ``target_modules`` into a sorted tuple."""
-        if self.r <= 0:
-            raise ValueError(f"LoRA rank must be positive, got {self.r}")
-        if self.alpha <= 0:
-            raise ValueError(f"LoRA alpha must be positive, got {self.alpha}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"LoRA dropout must be in [0, 1), got {self.dropout}")
-        if self.target_modules is not None:
-            names = tuple(sorted({str(n) for n in self.target_modules}))
-            if not names:
-                raise ValueError("target_modules must name at least one module (or be None)")
-            object.__setattr__(self, "target_modules", names)
-
-    def to_json(self) -> dict[str, Any]:
-        """The settings as a JSON-ready dict."""
-        d = asdict(self)
-        d["target_modules"] = list(self.target_modules) if self.target_modules else None
-        return d
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> LoraSettings:
-        """Inverse of :meth:`to_json`."""
-        tm = d.get("target_modules")
-        return cls(
-            r=int(d["r"]),
-            alpha=float(d["alpha"]),
-            dropout=float(d["dropout"]),
-            target_modules=tuple(tm) if tm else None,
-        )
-
-
-def infer_lora_targets(model: nn.Module) -> tuple[str, ...]:
-    """Leaf names of every linear layer in ``model`` except its output layer.
-
-    Covers ``nn.Linear`` and the ``Conv1D`` of GPT-2-style models; names are deduplicated
-    (``"q_proj"`` stands for the ``q_proj`` of every layer) and sorted.
-
-    Args:
-        model: a ``transformers`` causal LM.
-
-    Raises:
-        ValueError: when the model holds no linear layer besides the output layer.
-    """
-    try:
-        from transformers.pytorch_utils import Conv1D
-
-        linear_types: tuple[type[nn.Module], ...] = (nn.Linear, Conv1D)
-    except ImportError:  # pragma: no cover - every transformers release we support has it
-        linear_types = (nn.Linear,)
-    get_out = getattr(model, "get_output_embeddings", None)
-    out_emb = get_out() if callable(get_out) else None
-    names: set[str] = set()
-    for qual, module in model.named_modules():
-        if module is out_emb or not isinstance(module, linear_types):
-            continue
-        names.add(qual.rsplit(".", 1)[-1])
-    if not names:
-        raise ValueError("found no linear layer to put LoRA adapters on")
-    return tuple(sorted(names))
-
-
-def _targets_conv1d(model: nn.Module, targets: Sequence[str]) -> bool:
-    """Whether the targeted layers are GPT-2 ``Conv1D``s (weights stored transposed)."""
-    try:
-        from transformers.pytorch_utils import Conv1D
-    except ImportError:  # pragma: no cover
-        return False
-    wanted = set(targets)
-    return any(
-        isinstance(m, Conv1D) and name.rsplit(".", 1)[-1] in wanted
-        for name, m in model.named_modules()
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Tokenizer adapter
-# --------------------------------------------------------------------------------------------
-
-
-class HFTokenizer:
-    """The policy-facing tokenizer interface over a ``transformers`` tokenizer.
-
-    Attributes:
-        backend: the wrapped ``PreTrainedTokenizerBase``.
-        eos_id: id that ends a response (the tokenizer's EOS token).
-        pad_id: id used to fill batches (the PAD token, else ``eos_id``); always masked out.
-        bos_id: the BOS token id, or ``None`` when the tokenizer has none.
-        vocab_size: number of token ids the tokenizer knows, added tokens included. The
-            model's output layer may be wider (padded vocabularies).
-    """
-
-    def __init__(self, backend: PreTrainedTokenizerBase):
-        """Wrap ``backend``, which must define an EOS token."""
-        self.backend = backend
-        if backend.eos_token_id is None:
-            raise ValueError("the tokenizer has no EOS token; a policy needs one to stop")
-        self.eos_id = int(backend.eos_token_id)
-        pad = backend.pad_token_id
-        self.pad_id = int(pad) if pad is not None else self.eos_id
-        bos = backend.bos_token_id
-        self.bos_id: int | None = int(bos) if bos is not None else None
-        self.vocab_size = len(backend)
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``; no special tokens are added.
-
-        Added-token strings in the text, such as ``<|im_start|>``, still map to their ids.
-        """
-        return [int(i) for i in self.backend.encode(text, add_special_tokens=False)]
-
-    def decode(self, ids: Sequence[int]) -> str:
-        """Text of ``ids``; special tokens are dropped."""
-        return str(self.backend.decode([int(i) for i in ids], skip_special_tokens=True))
-
-    @property
-    def has_chat_template(self) -> bool:
-        """Whether the tokenizer ships a chat template."""
-        return bool(getattr(self.backend, "chat_template", None))
-
-    def chat_prompt(
-        self, messages: Sequence[Message], *, add_generation_prompt: bool = True
-    ) -> list[int]:
-        r"""Token ids of a conversation, ready for the assistant's next turn.
-
-        Uses the tokenizer's chat template when it has one. Otherwise the turns are joined as
-        ``"role: content\n"`` lines, followed by ``"assistant: "`` when
-        ``add_generation_prompt``, and the BOS token (if any) goes first.
-
-        Args:
-            messages: ``{"role": ..., "content": ...}`` dicts, oldest first.
-            add_generation_prompt: end with the opening of an assistant turn.
-        """
-        msgs = [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
-        if self.has_chat_template:
-            text = self.backend.apply_chat_template(
-                msgs, tokenize=False, add_generation_prompt=add_generation_prompt
-            )
-            return self.encode(str(text))
-        text = "".join(f"{m['role']}: {m['content']}\n" for m in msgs)
-        if add_generation_prompt:
-            text += "assistant: "
-        ids = self.encode(text)
-        return [self.bos_id, *ids] if self.bos_id is not None else ids
-
-    def save(self, path: Path) -> None:
-        """Write the tokenizer files into the directory ``path``."""
-        self.backend.save_pretrained(str(path))
-
-    def __len__(self) -> int:
-        """The vocabulary size, added tokens included."""
-        return self.vocab_size
-
-    def __repr__(self) -> str:
-        """The backend's class and the vocabulary size."""
-        return f"HFTokenizer({type(self.backend).__name__}, vocab_size={self.vocab_size})"
 
 
 # --------------------------------------------------------------------------------------------
@@ -281,14 +94,6 @@ def _resolve_dtype(dtype: torch.dtype | str | None, device: torch.device) -> tor
     if not isinstance(resolved, torch.dtype):
         raise ValueError(f"unknown dtype {dtype!r}")
     return resolved
-
-
-def _as_ids(x: Sequence[int] | torch.Tensor) -> list[int]:
-    if isinstance(x, torch.Tensor):
-        if x.dim() != 1:
-            raise ValueError(f"token tensors must be 1-D, got shape {tuple(x.shape)}")
-        return [int(i) for i in x.tolist()]
-    return [int(i) for i in x]
 
 
 def _check_dir(path: str | os.PathLike[str]) -> Path:
@@ -382,7 +187,7 @@ class HFPolicy:
         model = cls._load_lm(path, _resolve_dtype(dtype, dev), attn_implementation)
         tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(str(path), local_files_only=True))
         if lora is not None:
-            model, lora = cls._add_lora(model, lora)
+            model, lora = add_lora(model, lora)
         head = None
         if value_head:
             head = nn.Linear(int(model.config.hidden_size), 1, dtype=torch.float32)
@@ -408,11 +213,7 @@ class HFPolicy:
             dtype: weight type; ``None`` keeps the type the policy was saved with.
         """
         root = _check_dir(path)
-        settings = json.loads((root / SETTINGS_FILE).read_text(encoding="utf-8"))
-        if settings.get("format") != _SETTINGS_FORMAT:
-            raise ValueError(f"{root / SETTINGS_FILE} is not an HFPolicy checkpoint")
-        if int(settings.get("version", 0)) > _SETTINGS_VERSION:
-            raise ValueError(f"checkpoint version {settings['version']} is newer than this code")
+        settings = read_settings(root)
         dev = torch.device(device)
         model: Any = cls._load_lm(root, _resolve_dtype(dtype or settings["dtype"], dev), None)
         tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(str(root), local_files_only=True))
@@ -421,21 +222,8 @@ class HFPolicy:
             if settings.get("lora_merged"):
                 lora = None  # the adapters are folded into the weights: a plain model now
             else:
-                from peft import PeftModel
-
-                with warnings.catch_warnings():  # peft calls an API transformers 5 deprecates
-                    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
-                    model = PeftModel.from_pretrained(
-                        model,
-                        str(root / ADAPTER_DIR),
-                        adapter_name=_ADAPTER_NAME,
-                        is_trainable=True,
-                    )
-        head = None
-        if settings.get("value_head"):
-            state = load_file(str(root / VALUE_HEAD_FILE))
-            head = nn.Linear(state["weight"].shape[1], 1, dtype=torch.float32)
-            head.load_state_dict({k: v.float() for k, v in state.items()})
+                model = load_lora(model, root / ADAPTER_DIR)
+        head = load_value_head(root) if settings.get("value_head") else None
         return cls._finish(model, tokenizer, dev, lora, head)
 
     @staticmethod
@@ -445,26 +233,6 @@ class HFPolicy:
             kwargs["attn_implementation"] = attn
         model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
         return model
-
-    @staticmethod
-    def _add_lora(model: PreTrainedModel, lora: LoraSettings) -> tuple[Any, LoraSettings]:
-        from peft import LoraConfig, get_peft_model
-
-        targets = lora.target_modules or infer_lora_targets(model)
-        lora = LoraSettings(lora.r, lora.alpha, lora.dropout, targets)
-        config = LoraConfig(
-            r=lora.r,
-            lora_alpha=lora.alpha,  # type: ignore[arg-type]  # annotated int, any number works
-            lora_dropout=lora.dropout,
-            target_modules=list(targets),
-            fan_in_fan_out=_targets_conv1d(model, targets),
-            bias="none",
-            task_type="CAUSAL_LM",
-        )
-        with warnings.catch_warnings():  # peft calls an API transformers 5 deprecates
-            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
-            peft_model = get_peft_model(model, config, adapter_name=_ADAPTER_NAME)
-        return peft_model, lora
 
     @classmethod
     def _finish(
@@ -623,7 +391,7 @@ class HFPolicy:
             ValueError: bad arguments, an empty prompt, an empty ``allowed[i]``, a sequence
                 holding EOS or a token outside the vocabulary.
         """
-        rows = [_as_ids(p) for p in prompts]
+        rows = [as_ids(p) for p in prompts]
         n = len(rows)
         if n == 0:
             return []
@@ -640,16 +408,8 @@ class HFPolicy:
 
         dev = self.device
         pad = self.tokenizer.pad_id
-        lens = [len(r) for r in rows]
-        width = max(lens)
-        ids = torch.full((n, width), pad, dtype=torch.long)
-        mask = torch.zeros((n, width), dtype=torch.long)
-        for i, r in enumerate(rows):
-            ids[i, width - len(r) :] = torch.tensor(r, dtype=torch.long)
-            mask[i, width - len(r) :] = 1
-        ids, mask = ids.to(dev), mask.to(dev)
-        pos = (mask.cumsum(-1) - 1).clamp_(min=0)
-        next_pos = torch.tensor(lens, dtype=torch.long, device=dev)
+        ids, mask, pos = left_padded(rows, pad, dev)
+        next_pos = torch.tensor([len(r) for r in rows], dtype=torch.long, device=dev)
         logits, _, cache = self._forward(ids, mask, pos, keep=1, use_cache=True)
         vocab = int(logits.shape[-1])
         if top_allowed >= vocab:
@@ -757,43 +517,25 @@ class HFPolicy:
             raise ValueError(f"got {len(prompts)} prompts but {len(responses)} responses")
         if want_values and self.value_head is None:
             raise RuntimeError("this policy has no value head (built with value_head=False)")
-        p_rows = [_as_ids(p) for p in prompts]
-        r_rows = [_as_ids(r) for r in responses]
+        p_rows = [as_ids(p) for p in prompts]
+        r_rows = [as_ids(r) for r in responses]
         n = len(p_rows)
         if any(len(p) == 0 for p in p_rows):
             raise ValueError("every prompt needs at least one token")
         dev = self.device
-        width_p = max((len(p) for p in p_rows), default=0)
         width_r = max((len(r) for r in r_rows), default=0)
         if n == 0 or width_r == 0:
             empty = [torch.zeros(len(r), device=dev) for r in r_rows]
             return empty, [e.clone() for e in empty]
 
-        # [left-padded prompt | right-padded response minus its last token]
-        length = width_p + width_r - 1
-        ids = torch.full((n, length), self.tokenizer.pad_id, dtype=torch.long)
-        mask = torch.zeros((n, length), dtype=torch.long)
-        targets = torch.zeros((n, width_r), dtype=torch.long)
-        for i, (p, r) in enumerate(zip(p_rows, r_rows, strict=True)):
-            seq = p + r[:-1]
-            start = width_p - len(p)
-            ids[i, start : start + len(seq)] = torch.tensor(seq, dtype=torch.long)
-            mask[i, start : start + len(seq)] = 1
-            targets[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-        ids, mask, targets = ids.to(dev), mask.to(dev), targets.to(dev)
-        pos = (mask.cumsum(-1) - 1).clamp_(min=0)
+        ids, mask, pos, targets = scoring_batch(p_rows, r_rows, self.tokenizer.pad_id, dev)
 
         ctx: AbstractContextManager[Any] = nullcontext() if grad else torch.no_grad()
         with ctx:
             logits, hidden, _ = self._forward(ids, mask, pos, keep=width_r, want_hidden=want_values)
             lps: list[torch.Tensor] = []
             if want_logps:
-                flat: list[Sequence[int] | None] | None = None
-                if allowed_tokens is not None:
-                    flat = []
-                    for row, r in zip(allowed_tokens, r_rows, strict=True):
-                        flat.extend([None] * len(r) if row is None else list(row))
-                        flat.extend([None] * (width_r - len(r)))
+                flat = flat_allowed(allowed_tokens, r_rows, width_r)
                 v_size = logits.shape[-1]
                 logp = masked_logprobs(
                     logits.reshape(-1, v_size), targets.reshape(-1), flat
@@ -833,74 +575,13 @@ class HFPolicy:
                 overwritten).
             merge: fold LoRA adapters into the base weights (no effect without LoRA).
         """
-        root = Path(path)
-        root.mkdir(parents=True, exist_ok=True)
-        merged = bool(merge and self.lora is not None)
-        if self.lora is None:
-            state = None  # the model's own state dict
-        else:
-            state = self._merged_state() if merged else self._base_state()
-        self._lm.save_pretrained(str(root), state_dict=state)
-        if self.lora is not None and not merged:
-            from peft import get_peft_model_state_dict
-
-            adapter_dir = root / ADAPTER_DIR
-            adapter_dir.mkdir(exist_ok=True)
-            adapter = get_peft_model_state_dict(self.model, adapter_name=_ADAPTER_NAME)
-            save_file(
-                {k: v.detach().contiguous().cpu() for k, v in adapter.items()},
-                str(adapter_dir / ADAPTER_FILE),
-                metadata={"format": "pt"},
-            )
-            self.model.peft_config[_ADAPTER_NAME].save_pretrained(str(adapter_dir))
-        else:
-            for stale in (ADAPTER_FILE, ADAPTER_CONFIG_FILE):
-                (root / ADAPTER_DIR / stale).unlink(missing_ok=True)
-            if (root / ADAPTER_DIR).is_dir() and not any((root / ADAPTER_DIR).iterdir()):
-                (root / ADAPTER_DIR).rmdir()
-        if self.value_head is not None:
-            save_file(
-                {k: v.detach().contiguous().cpu() for k, v in self.value_head.state_dict().items()},
-                str(root / VALUE_HEAD_FILE),
-                metadata={"format": "pt"},
-            )
-        self.tokenizer.save(root)
-        settings = {
-            "format": _SETTINGS_FORMAT,
-            "version": _SETTINGS_VERSION,
-            "dtype": str(self.dtype).removeprefix("torch."),
-            "lora": self.lora.to_json() if self.lora is not None else None,
-            "lora_merged": merged,
-            "value_head": self.value_head is not None,
-        }
-        (root / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
-
-    def _base_state(self) -> dict[str, torch.Tensor]:
-        """The wrapped model's state dict as it was before LoRA was added.
-
-        The adapters are stripped out and ``base_layer`` names restored.
-        """
-        state: dict[str, torch.Tensor] = {}
-        for key, value in self._lm.state_dict().items():
-            if "lora_" in key:
-                continue
-            state[key.replace(".base_layer.", ".")] = value
-        return state
-
-    def _merged_state(self) -> dict[str, torch.Tensor]:
-        """:meth:`_base_state` with every adapter update ``scale * B @ A`` added in.
-
-        The live model is not touched.
-        """
-        from peft.tuners.lora import LoraLayer
-
-        state = self._base_state()
-        with torch.no_grad():
-            for name, module in self._lm.named_modules():
-                if not isinstance(module, LoraLayer) or _ADAPTER_NAME not in module.lora_A:
-                    continue
-                key = f"{name}.weight"
-                base = state[key]
-                delta = getattr(module, "get_delta_weight")(_ADAPTER_NAME)  # noqa: B009
-                state[key] = (base.float() + delta.float()).to(base.dtype)
-        return state
+        write_checkpoint(
+            Path(path),
+            lm=self._lm,
+            model=self.model,
+            tokenizer=self.tokenizer,
+            dtype=self.dtype,
+            lora=self.lora,
+            value_head=self.value_head,
+            merge=merge,
+        )

@@ -315,6 +315,14 @@ def test_save_load_round_trip(policy: HFPolicy, tmp_path: Path) -> None:
     assert [o.ids for o in out_a] == [o.ids for o in out_b]
 
 
+def test_checkpoints_record_the_hf_module_class_path(policy: HFPolicy) -> None:
+    from agentgym.baselines.policies.agent import import_policy_class
+
+    spec = f"{type(policy).__module__}:{type(policy).__qualname__}"  # what manifests record
+    assert spec == "agentgym.baselines.policies.hf:HFPolicy"
+    assert import_policy_class(spec) is HFPolicy
+
+
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2"])
 def test_lora_save_load_round_trip(arch: str, tmp_path: Path) -> None:
     pytest.importorskip("peft")
