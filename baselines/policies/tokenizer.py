@@ -185,8 +185,8 @@ def collect_env_text(
                     admissible = info.get("admissible_actions")
                     texts.extend(admissible or [])
                     if player == "oracle":
-                        # gym.Env does not declare oracle_action; every agentgym env has it
-                        action = env.unwrapped.oracle_action()  # type: ignore[attr-defined]
+                        agentgym_env: Any = env.unwrapped  # declares oracle_action()
+                        action = agentgym_env.oracle_action()
                     elif admissible:
                         action = admissible[int(rng.integers(len(admissible)))]
                     else:

@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import textworld  # type: ignore[import-untyped]
-from textworld.generator import make_game  # type: ignore[import-untyped]
-from textworld.generator.inform7 import generate_inform7_source  # type: ignore[import-untyped]
-from textworld.generator.inform7.world2inform7 import (  # type: ignore[import-untyped]
+import textworld
+from textworld.generator import make_game
+from textworld.generator.inform7 import generate_inform7_source
+from textworld.generator.inform7.world2inform7 import (
     I7_DEFAULT_PATH,
 )
 

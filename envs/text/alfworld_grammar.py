@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 
 def _textgen() -> Any:
-    import textworld.envs.pddl.textgen as textgen  # type: ignore[import-untyped]  # no type hints
+    import textworld.envs.pddl.textgen as textgen
 
     return textgen
 
@@ -48,7 +48,7 @@ class FastGrammar:
     def _query(self, expression: str) -> Any:
         rule = self._queries.get(expression)
         if rule is None:
-            from textworld.logic import Rule  # type: ignore[import-untyped]  # no type hints
+            from textworld.logic import Rule
 
             rule = Rule.parse_conjunctive_query(expression)
             self._queries[expression] = rule

@@ -54,7 +54,7 @@ class LibPool:
         with self._lock:
             if self._free:
                 return self._free.pop()
-        import fast_downward  # type: ignore[import-untyped]  # no type hints
+        import fast_downward
 
         return fast_downward.load_lib()
 
@@ -87,7 +87,7 @@ def plan(domain: str, state: Any, goal: str) -> list[str] | None:
 
 @functools.lru_cache(maxsize=16)
 def _parsed_logic(domain: str, grammar: str) -> Any:
-    from textworld.envs.pddl import logic  # type: ignore[import-untyped]  # no type hints
+    from textworld.envs.pddl import logic
 
     return logic.GameLogic(domain=domain, grammar=grammar)
 
@@ -148,7 +148,7 @@ def new_state(lib: Any, problem: str, logic: Any, translation: tuple[Any, str, A
     :func:`plan` instead.
     """
     import fast_downward
-    import textworld.logic as tw_logic  # type: ignore[import-untyped]  # no type hints
+    import textworld.logic as tw_logic
     from textworld.envs.pddl.logic import Atom, PddlState
 
     state = PddlState.__new__(PddlState)
@@ -222,7 +222,7 @@ def check_solvable(domain: str, grammar: str, problem: str) -> list[str] | None:
 
 def entity_infos(state: Any) -> dict[str, Any]:
     """TextWorld's entity infos of a state, named as ALFWorld names them (``AlfredDemangler``)."""
-    from textworld.generator.game import EntityInfo  # type: ignore[import-untyped]  # no type hints
+    from textworld.generator.game import EntityInfo
 
     misc = import_alfworld("alfworld.agents.utils.misc")
     infos = {}

@@ -103,9 +103,9 @@ def _stock_textworld_steps_per_s(paths: list[Path], episodes: list[tuple[str, li
     The admissible commands are requested each step, as ours does (steps only; resets
     excluded).
     """
-    import jericho  # type: ignore[import-untyped]
-    import textworld  # type: ignore[import-untyped]
-    import textworld.gym  # type: ignore[import-untyped]
+    import jericho
+    import textworld
+    import textworld.gym
 
     infos = textworld.EnvInfos(admissible_commands=True)
     seconds, steps = 0.0, 0

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import jericho  # type: ignore[import-untyped]
-import textworld  # type: ignore[import-untyped]
-from textworld.envs.tw import TextWorldEnv as _LogicEnv  # type: ignore[import-untyped]
+import jericho
+import textworld
+from textworld.envs.tw import TextWorldEnv as _LogicEnv
 
 from agentgym.core.env import SPLITS, AgentEnv, Transition
 from agentgym.core.errors import BadInput, ResetNeeded, SnapshotMismatch
