@@ -361,7 +361,16 @@ def verify(
         raise typer.Exit(1)
 
 
-@app.command()
+QUICKSTART_HELP = (
+    "The main job end to end on a small default: train the tiny policy on Search-Menu-Small "
+    "(SFT on oracle demonstrations, then GRPO), evaluate SFT alone, SFT + GRPO, the oracle and a "
+    "random agent over many seeds of the test split, report intervals and the paired "
+    "difference, plot, submit to a local leaderboard and print it."
+)
+"""``agentgym quickstart --help``: one paragraph, which the terminal reflows."""
+
+
+@app.command(help=QUICKSTART_HELP)
 def quickstart(
     seeds: Annotated[int, typer.Option(help="Test-split episodes per agent.")] = 100,
     out_dir: Annotated[
@@ -375,13 +384,7 @@ def quickstart(
         int | None, typer.Option(help="GRPO steps after the warm start (default: the recipe's).")
     ] = None,
 ) -> None:
-    """The main job end to end on a small default.
-
-    Train the tiny policy on Search-Menu-Small (SFT on oracle demonstrations, then GRPO),
-    evaluate SFT alone, SFT + GRPO, the oracle and a random agent over many seeds of the test
-    split, report intervals and the paired difference, plot, submit to a local leaderboard and
-    print it.
-    """
+    """The main job end to end on a small default (what it does: :data:`QUICKSTART_HELP`)."""
     from agentgym.harness.compare import compare as paired
     from agentgym.harness.evaluate import evaluate
     from agentgym.harness.plot import plot_report
