@@ -318,3 +318,25 @@ def test_constrained_rollouts_score_their_behaviour_logps(policy, pool, tasks, l
         )
     )
     assert bool((free < old - 1e-3).any())
+
+
+def test_a_checkpoint_saved_before_the_prompt_format_plays_with_its_old_window(
+    policy, pool, tasks, tmp_path
+):
+    """Checkpoints written before the prompt format kept layout, history and pin_first at
+    the top level of their manifest: they load with that window and play the same prompts."""
+    from agentgym.agents import load_agent
+    from agentgym.baselines.policies.agent import save_policy_checkpoint
+
+    old = {"layout": "per-step", "history": 1, "pin_first": True, "train": {"history": 1}}
+    save_policy_checkpoint(policy, tmp_path / "old", metadata=old)
+    agent = load_agent(str(tmp_path / "old"))
+    assert agent.prompt == PromptFormat(history=1, pin_first=True)
+    cfg = RolloutConfig(prompt=agent.prompt, greedy=True, max_new_tokens=24)
+    (traj,) = collect(policy, pool, tasks[:1], 1, cfg)
+    env, (task, seed) = pool.envs[0], tasks[0]
+    agent.reset(SMALL, seed)
+    obs, info = env.reset(seed=seed, options={"task_id": task})
+    for turn in traj.turns:
+        assert agent.act(obs, info) == turn.extras["action"]
+        obs, _, _, _, info = env.step(turn.extras["action"])
