@@ -26,6 +26,9 @@ from agentgym.baselines.prompt import PromptFormat
 if TYPE_CHECKING:
     from agentgym.baselines.rollout import EnvPool, RolloutConfig
 
+REWARDS = ("outcome", "return")
+"""What an outcome-based variant scores a trajectory by: its terminal outcome or its return."""
+
 Key = tuple[int, int]
 """``(trajectory index, turn index)`` into ``Batch.trajectories``."""
 
@@ -42,8 +45,9 @@ class Turn:
     response_ids: Tensor
     """LongTensor [L]: the tokens of this turn's response."""
     reward: float = 0.0
-    """per-turn reward paid after this turn (e.g. the invalid-action penalty); the terminal
-    outcome lives in ``Trajectory.outcome``."""
+    """the env's reward for this turn's step (TextWorld's score delta, a step penalty), less
+    the invalid-action penalty; on the last turn only the penalty, since the last step's env
+    reward is ``Trajectory.outcome``."""
     terminated: bool = False
     """the env reported ``terminated`` after this turn."""
     truncated: bool = False
@@ -61,6 +65,10 @@ class Turn:
     policy_mask: Tensor | None = None
     """[L] 1 where the policy generated the token, 0 for env/observation/probe tokens spliced
     into the response (concatenated layout); None means every response token is a policy token."""
+    temperature: float = 1.0
+    """the temperature the response was sampled at: every score of it (``logp_old``, the
+    loss, the reference) is taken under softmax(logits / temperature), the distribution the
+    tokens came from."""
     allowed_tokens: list[list[int]] | None = None
     """per response token, the token ids constrained decoding allowed there (None: decoding
     was free); the trainer scores log-probs under that masked distribution."""
@@ -93,7 +101,7 @@ class Trajectory:
     seed: int | None = None
     turns: list[Turn] = field(default_factory=list)
     outcome: float = 0.0
-    """terminal outcome R_i (e.g. 1.0 if won)."""
+    """terminal outcome R_i: the env's reward for the last step (e.g. 1.0 if won)."""
     terminated: bool = False
     truncated: bool = False
     node_id: str | None = None
@@ -110,6 +118,11 @@ class Trajectory:
     prompt: PromptFormat | None = None
     """the prompt format its turns' prompts were built with (None: built elsewhere)."""
     extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_return(self) -> float:
+        """The return: every turn's reward plus the outcome (each step's env reward, once)."""
+        return sum(t.reward for t in self.turns) + self.outcome
 
     def step_returns(self, gamma: float) -> list[float]:
         """Discounted step returns ``G_k = Σ_{k'≥k} γ^{k'−k} r_{k'}``, one per turn.
@@ -166,11 +179,17 @@ class Batch:
         i, k = key
         return self.trajectories[i].turns[k]
 
-    def outcomes(self) -> Tensor:
-        """Float [N]: the terminal outcome R_i of every trajectory, on ``self.device``."""
-        return torch.tensor(
-            [traj.outcome for traj in self.trajectories], dtype=torch.float32, device=self.device
-        )
+    def outcomes(self, reward: str = "outcome") -> Tensor:
+        """Float [N]: one score per trajectory, on ``self.device``.
+
+        Args:
+            reward: "outcome" (the terminal outcome R_i) or "return" (``total_return``: every
+                step's reward, intermediate ones and penalties included).
+        """
+        if reward not in REWARDS:
+            raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
+        scores = [t.outcome if reward == "outcome" else t.total_return for t in self.trajectories]
+        return torch.tensor(scores, dtype=torch.float32, device=self.device)
 
     def broadcast(self, A: Tensor, indices: list[int] | None = None) -> dict[Key, Tensor]:
         """Token advantages from one scalar per trajectory: ``A_{i,k,t} = A_i · m_t``.

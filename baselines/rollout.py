@@ -32,7 +32,7 @@ from agentgym.baselines.batch import Trajectory, Turn
 from agentgym.baselines.policies.base import Policy
 from agentgym.baselines.policies.constrained import allowed_tokens, encode_actions
 from agentgym.baselines.prompt import Choices, History, PromptFormat, act, action_choices
-from agentgym.baselines.scoring import context_limit
+from agentgym.baselines.scoring import context_limit, logprobs_of
 from agentgym.registry import make
 
 
@@ -270,7 +270,8 @@ def replay(
         group_id: the trajectory's group id (default ``f"{task_id}@{seed}"``, as collect).
         node_id: the trajectory's node id (default None).
         score: fill every turn's ``logp_old`` with one ``policy.logprobs`` call over all
-            turns (temperature 1, under the decoding masks); otherwise leave it None.
+            turns (under the decoding masks and ``cfg.temperature``); otherwise leave it
+            None.
 
     Returns:
         The trajectory, its ``prompt`` ``cfg.prompt``; outcome,
@@ -309,16 +310,16 @@ def replay(
             extras.update(snapshot=env.unwrapped.snapshot(), observation=obs, observation_info=info)
         state_key = info.get("state_key")
         obs, reward, terminated, truncated, info = env.step(action)
-        penalty = 0.0 if info.get("action_valid", True) else cfg.invalid_penalty
         traj.turns.append(
             Turn(
                 prompt_ids=torch.tensor(prompt, dtype=torch.long),
                 response_ids=torch.tensor(response, dtype=torch.long),
-                reward=-penalty,
+                reward=turn_reward(reward, terminated or truncated, info, cfg),
                 terminated=terminated,
                 truncated=truncated,
                 state_key=state_key,
                 info=info,
+                temperature=cfg.temperature,
                 allowed_tokens=mask,
                 extras=extras,
             )
@@ -336,15 +337,17 @@ def replay(
 def _score_replay(policy: Policy, turns: list[Turn]) -> None:
     """Fill ``logp_old`` of ``turns`` with one ``policy.logprobs`` call.
 
-    The call is masked where a turn has ``allowed_tokens``.
+    Each turn is scored under its decoding mask and sampling temperature: the distribution
+    the rollout engine would have drawn it from.
     """
-    prompts = [t.prompt_ids for t in turns]
-    responses = [t.response_ids for t in turns]
-    masks = [t.allowed_tokens for t in turns]
-    if any(m is not None for m in masks):
-        logps = policy.logprobs(prompts, responses, allowed_tokens=masks)
-    else:
-        logps = policy.logprobs(prompts, responses)
+    logps = logprobs_of(
+        policy.logprobs,
+        [t.prompt_ids for t in turns],
+        [t.response_ids for t in turns],
+        [t.allowed_tokens for t in turns],
+        [t.temperature for t in turns],
+        grad=False,
+    )
     for turn, logp in zip(turns, logps, strict=True):
         turn.logp_old = logp.detach().float()
 
@@ -373,6 +376,16 @@ def _shared(turn: Turn) -> Turn:
     """
     extras = {**turn.extras, "shared": True}
     return dataclasses.replace(turn, info=dict(turn.info), extras=extras)
+
+
+def turn_reward(reward: float, ended: bool, info: dict[str, Any], cfg: RolloutConfig) -> float:
+    """A turn's own reward: the env's reward for the step, less the invalid-action penalty.
+
+    The last step's env reward is the trajectory's ``outcome`` instead, so that outcome-based
+    variants read it there and the return ``sum(turn.reward) + outcome`` counts it once.
+    """
+    penalty = 0.0 if info.get("action_valid", True) else cfg.invalid_penalty
+    return (0.0 if ended else float(reward)) - penalty
 
 
 def _privileged_context(turn: Turn) -> str | None:
@@ -419,17 +432,17 @@ def _turn(policy: Policy, cfg: RolloutConfig, active: list[_Slot], snapshots: bo
             )
         state_key = s.info.get("state_key")
         o, reward, terminated, truncated, info = s.env.step(action)
-        penalty = 0.0 if info.get("action_valid", True) else cfg.invalid_penalty
         s.traj.turns.append(
             Turn(
                 prompt_ids=torch.tensor(prompt, dtype=torch.long),
                 response_ids=torch.tensor(out.ids, dtype=torch.long),
-                reward=-penalty,
+                reward=turn_reward(reward, terminated or truncated, info, cfg),
                 terminated=terminated,
                 truncated=truncated,
                 state_key=state_key,
                 info=info,
                 logp_old=torch.tensor(out.logps, dtype=torch.float32),
+                temperature=cfg.temperature,
                 allowed_tokens=None
                 if choice is None
                 else allowed_tokens(out.ids, choice, policy.tokenizer.eos_id),

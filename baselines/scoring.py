@@ -76,8 +76,8 @@ def _score_turns(
 ) -> list[Tensor]:
     """Score the turns at ``keys`` (see :func:`turn_logprobs`).
 
-    ``masked``: pass each turn's ``allowed_tokens`` so log-probs are those of the
-    distribution decoding sampled.
+    ``masked``: log-probs of the distribution decoding sampled from, under each turn's
+    ``allowed_tokens`` and sampling temperature.
     """
     limit = context_limit(policy)
     by_traj: dict[int, list[int]] = {}
@@ -88,42 +88,82 @@ def _score_turns(
         traj = batch.trajectories[i]
         if traj.prompt is not None and traj.prompt.layout == "concat":
             concat[i] = concat_sequence(traj, turns, limit)
-
-    prompts: list[Tensor] = []
-    responses: list[Tensor] = []
-    allowed: list[list[list[int] | None]] = []  # per row, per response position
-    row_of: dict[int, int] = {}  # concat trajectory -> its row
-    spans: list[tuple[int, int, int]] = []  # per key: (row, start, length)
+    rows = _Rows()
     for key in keys:
+        rows.add(batch, key, concat.get(key[0]))
+    if not rows.prompts:
+        return []
+    if masked:
+        scored = logprobs_of(
+            score, rows.prompts, rows.responses, rows.allowed, rows.temperatures, grad=grad
+        )
+    else:
+        scored = score(rows.prompts, rows.responses, grad=grad)
+    return [scored[row][start : start + length] for row, start, length in rows.spans]
+
+
+class _Rows:
+    """The rows of one scoring call: a per-step turn is a row; a concat rollout is one row."""
+
+    def __init__(self) -> None:
+        """No rows yet."""
+        self.prompts: list[Tensor] = []
+        self.responses: list[Tensor] = []
+        self.allowed: list[list[list[int] | None]] = []  # per row, per response position
+        self.temperatures: list[float] = []
+        self.spans: list[tuple[int, int, int]] = []  # per key: (row, start, length)
+        self._row_of: dict[int, int] = {}  # concat trajectory -> its row
+
+    def add(self, batch: Batch, key: Key, seq: tuple[Tensor, int] | None) -> None:
+        """Add the turn at ``key``: its own row, or its slice of its rollout's one row."""
         i, _ = key
         turn = batch.turn(key)
         length = len(turn.response_ids)
-        seq = concat.get(i)
         mask: list[list[int] | None] = (
             [None] * length if turn.allowed_tokens is None else list(turn.allowed_tokens)
         )
         if seq is None:
-            spans.append((len(prompts), 0, length))
-            prompts.append(turn.prompt_ids)
-            responses.append(turn.response_ids)
-            allowed.append(mask)
-            continue
+            self.spans.append((len(self.prompts), 0, length))
+            self._append(turn.prompt_ids, turn.response_ids, mask, turn.temperature)
+            return
         full, split = seq
-        if i not in row_of:
-            row_of[i] = len(prompts)
-            prompts.append(full[:split])
-            responses.append(full[split:])
-            allowed.append([None] * (len(full) - split))  # observation tokens: unmasked
+        if i not in self._row_of:
+            self._row_of[i] = len(self.prompts)
+            # observation tokens stay unmasked; a rollout samples at one temperature
+            self._append(full[:split], full[split:], [None] * (len(full) - split), turn.temperature)
         start = len(turn.prompt_ids) - split
-        allowed[row_of[i]][start : start + length] = mask
-        spans.append((row_of[i], start, length))
-    if not prompts:
-        return []
-    if masked and any(a is not None for row in allowed for a in row):
-        scored = score(prompts, responses, grad=grad, allowed_tokens=allowed)
-    else:
-        scored = score(prompts, responses, grad=grad)
-    return [scored[row][start : start + length] for row, start, length in spans]
+        self.allowed[self._row_of[i]][start : start + length] = mask
+        self.spans.append((self._row_of[i], start, length))
+
+    def _append(
+        self, prompt: Tensor, response: Tensor, mask: list[list[int] | None], temperature: float
+    ) -> None:
+        self.prompts.append(prompt)
+        self.responses.append(response)
+        self.allowed.append(mask)
+        self.temperatures.append(temperature)
+
+
+def logprobs_of(
+    score: Scorer,
+    prompts: list[Tensor],
+    responses: list[Tensor],
+    allowed: Sequence[Sequence[Sequence[int] | None] | None],
+    temperatures: Sequence[float],
+    *,
+    grad: bool,
+) -> list[Tensor]:
+    """``score(prompts, responses)`` under the decoding masks and sampling temperatures.
+
+    Each keyword goes to ``score`` (a policy's ``logprobs``) only when it changes something
+    (a mask somewhere, a temperature other than 1), so a plain policy keeps its plain call.
+    """
+    kwargs: dict[str, Any] = {}
+    if any(a is not None for row in allowed if row is not None for a in row):
+        kwargs["allowed_tokens"] = allowed
+    if any(t != 1.0 for t in temperatures):
+        kwargs["temperature"] = list(temperatures)
+    return score(prompts, responses, grad=grad, **kwargs)
 
 
 def concat_sequence(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from agentgym.baselines.credit import register
-from agentgym.baselines.credit.grpo import GRPO, check_zero_std
+from agentgym.baselines.credit.grpo import GRPO, GroupSettings
 
 
 @register("drgrpo")
@@ -25,16 +25,8 @@ class DrGRPO(GRPO):
     aggregation = "constant-norm"
 
     @dataclass(frozen=True)
-    class Config:
-        """Dr. GRPO's settings: what becomes of groups with all-equal rewards."""
-
-        zero_std: str = "zero"
-        """groups with all-equal rewards: "zero" keeps them with A = 0, "drop" leaves them out of
-        the loss."""
-
-        def __post_init__(self):
-            """Refuse an unknown ``zero_std``."""
-            check_zero_std(self.zero_std)
+    class Config(GroupSettings):
+        """Dr. GRPO's settings: the shared ones (no ε: the std is not used)."""
 
     def group_advantage(self, R: Tensor) -> Tensor:
         """Dr. GRPO's group advantage: the outcome minus the group mean, without the std."""

@@ -13,6 +13,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from agentgym.baselines.batch import REWARDS
 from agentgym.baselines.credit import Batch, Context, CreditVariant, register
 from agentgym.baselines.credit._kernels import zscore
 from agentgym.core.errors import BadInput
@@ -24,6 +25,25 @@ def check_zero_std(zero_std: str) -> None:
     """Refuse an unknown ``zero_std`` setting."""
     if zero_std not in ZERO_STD:
         raise BadInput(f"zero_std must be one of {ZERO_STD}, got {zero_std!r}")
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    """The settings every group-relative outcome variant shares."""
+
+    zero_std: str = "zero"
+    """groups with all-equal rewards: "zero" keeps them with A = 0, "drop" leaves them out of
+    the loss."""
+    reward: str = "outcome"
+    """what a rollout is scored by: "outcome" (the last step's reward, R_i) or "return" (the
+    sum of every step's reward: intermediate rewards such as TextWorld's score deltas, and
+    invalid-action penalties)."""
+
+    def __post_init__(self) -> None:
+        """Refuse an unknown ``zero_std`` or ``reward``."""
+        check_zero_std(self.zero_std)
+        if self.reward not in REWARDS:
+            raise BadInput(f"reward must be one of {REWARDS}, got {self.reward!r}")
 
 
 @register("grpo")
@@ -39,18 +59,11 @@ class GRPO(CreditVariant):
     aggregation: ClassVar[str | None] = "seq-mean-token-mean"
 
     @dataclass(frozen=True)
-    class Config:
-        """GRPO's settings: ε of the std and what becomes of groups with all-equal rewards."""
+    class Config(GroupSettings):
+        """GRPO's settings: the shared ones and ε of the std."""
 
         eps: float = 1e-6
         """ε added to the group's std (verl's epsilon)."""
-        zero_std: str = "zero"
-        """groups with all-equal rewards: "zero" keeps them with A = 0, "drop" leaves them out of
-        the loss."""
-
-        def __post_init__(self):
-            """Refuse an unknown ``zero_std``."""
-            check_zero_std(self.zero_std)
 
     def group_advantage(self, R: Tensor) -> Tensor:
         """Advantages [G] of one group's outcomes R [G] (at least two distinct values)."""
@@ -58,7 +71,7 @@ class GRPO(CreditVariant):
 
     def advantages(self, batch: Batch, ctx: Context) -> None:
         """GRPO's advantages: each group's ``group_advantage``, broadcast to every turn."""
-        R = batch.outcomes()
+        R = batch.outcomes(self.cfg.reward)
         A = torch.zeros_like(R)
         kept: list[int] = []
         n_zero_std = 0

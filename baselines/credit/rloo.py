@@ -14,7 +14,7 @@ from torch import Tensor
 
 from agentgym.baselines.credit import register
 from agentgym.baselines.credit._kernels import leave_one_out
-from agentgym.baselines.credit.grpo import GRPO, check_zero_std
+from agentgym.baselines.credit.grpo import GRPO, GroupSettings
 
 
 @register("rloo")
@@ -24,16 +24,8 @@ class RLOO(GRPO):
     aggregation = None
 
     @dataclass(frozen=True)
-    class Config:
-        """RLOO's settings: what becomes of groups with all-equal rewards."""
-
-        zero_std: str = "zero"
-        """groups with all-equal rewards: "zero" keeps them with A = 0, "drop" leaves them out of
-        the loss."""
-
-        def __post_init__(self):
-            """Refuse an unknown ``zero_std``."""
-            check_zero_std(self.zero_std)
+    class Config(GroupSettings):
+        """RLOO's settings: the shared ones (no ε: the std is not used)."""
 
     def group_advantage(self, R: Tensor) -> Tensor:
         """RLOO's group advantage: the outcome minus the mean of the others' outcomes."""

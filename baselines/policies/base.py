@@ -82,6 +82,7 @@ class Policy(Protocol):
         *,
         grad: bool = False,
         allowed_tokens: Sequence[Sequence[Sequence[int] | None] | None] | None = None,
+        temperature: float | Sequence[float] = 1.0,
     ) -> list[torch.Tensor]:
         """Per-token ``log p(response_t | prompt, response_<t)``, batched with padding.
 
@@ -93,6 +94,9 @@ class Policy(Protocol):
                 decoding allowed there (None: any). The log-probs are then those of the
                 masked distribution the decoder sampled from, so that the PPO ratio compares
                 like with like (Huang & Ontañón 2020, arXiv 2006.14171).
+            temperature: the temperature the responses were sampled at, one for all rows
+                or one per row: log-probs are those of softmax(logits / T), for the same
+                reason.
 
         Returns:
             ``B`` float tensors, the ``i``-th of shape ``[len(responses[i])]``.

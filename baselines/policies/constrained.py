@@ -145,22 +145,29 @@ def allowed_tokens(
 
 
 def masked_logprobs(
-    logits: torch.Tensor, targets: torch.Tensor, allowed: Sequence[Sequence[int] | None] | None
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    allowed: Sequence[Sequence[int] | None] | None,
+    temperature: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``log softmax(logits)[target]``, renormalised over the allowed ids where given.
+    """``log softmax(logits / T)[target]``, renormalised over the allowed ids where given.
 
     Where a position lists allowed ids, the result is the masked distribution constrained
-    decoding samples from.
+    decoding samples from; with the sampling temperature it is exactly the distribution a
+    token was drawn from, so a PPO ratio compares like with like.
 
     Args:
         logits: ``[N, V]``.
         targets: ``[N]`` token ids.
         allowed: ``N`` lists of allowed ids (or None for an unconstrained position), or None.
+        temperature: ``[N]`` temperature per position, or None for 1 everywhere.
 
     Returns:
         ``[N]`` float32 log-probs (differentiable).
     """
     lf = logits.float()
+    if temperature is not None:
+        lf = lf / temperature.to(lf.device, lf.dtype)[:, None]
     picked = lf.gather(-1, targets[:, None]).squeeze(-1)
     norm = torch.logsumexp(lf, dim=-1)
     lists = {i: list(a) for i, a in enumerate(allowed or ()) if a is not None}
@@ -177,6 +184,37 @@ def masked_logprobs(
         sub = lf[index].gather(-1, ids.to(lf.device)).masked_fill(~valid.to(lf.device), -torch.inf)
         norm = norm.index_put((index,), torch.logsumexp(sub, dim=-1))
     return picked - norm
+
+
+def position_temperatures(
+    temperature: float | Sequence[float], sizes: Sequence[int], device: torch.device
+) -> torch.Tensor | None:
+    """The temperature of every scored position, rows of ``sizes`` positions laid end to end.
+
+    Args:
+        temperature: one temperature for all rows, or one per row.
+        sizes: positions per row.
+        device: where the result goes.
+
+    Returns:
+        ``[sum(sizes)]`` float32, or None when every temperature is 1 (nothing to divide).
+
+    Raises:
+        ValueError: per-row temperatures of another length than ``sizes``, or one <= 0.
+    """
+    per_row = (
+        [float(temperature)] * len(sizes)
+        if isinstance(temperature, (int, float))
+        else [float(t) for t in temperature]
+    )
+    if len(per_row) != len(sizes):
+        raise ValueError(f"{len(per_row)} temperatures for {len(sizes)} rows")
+    if any(t <= 0 for t in per_row):
+        raise ValueError(f"temperatures must be > 0, got {per_row}")
+    if all(t == 1.0 for t in per_row):
+        return None
+    rows = torch.tensor(per_row, dtype=torch.float32)
+    return rows.repeat_interleave(torch.tensor(list(sizes), dtype=torch.long)).to(device)
 
 
 def encode_actions(tokenizer: Any, admissible: Iterable[Any]) -> dict[tuple[int, ...], str]:

@@ -17,11 +17,8 @@ set to ``1`` unless the environment already says otherwise).
 
 Layout of a batch: prompts are left-padded and responses right-padded, so every response
 starts in the same column and only the response positions go through the output layer
-(:mod:`~agentgym.baselines.policies.hf_batch`). The parts around the policy live beside it:
-the LoRA settings and adapters in :mod:`~agentgym.baselines.policies.hf_lora`, the tokenizer
-wrapper in :mod:`~agentgym.baselines.policies.hf_tokenizer`, and the checkpoint files (saving,
-merging, reading) in :mod:`~agentgym.baselines.policies.hf_checkpoint`; this module
-re-exports the names callers import from it.
+(``hf_batch``). Beside it live the LoRA settings (``hf_lora``), the tokenizer wrapper
+(``hf_tokenizer``) and the checkpoint files (``hf_checkpoint``); their names re-export here.
 
 The model is kept in ``eval()`` mode: dropout (the base model's and LoRA's) stays off, so
 ``generate`` and ``logprobs`` see the same function, as PPO's ratios need.
@@ -44,7 +41,11 @@ from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from agentgym.baselines.policies.base import AllowedSequences, GenOut
-from agentgym.baselines.policies.constrained import AllowedTokens, masked_logprobs
+from agentgym.baselines.policies.constrained import (
+    AllowedTokens,
+    masked_logprobs,
+    position_temperatures,
+)
 from agentgym.baselines.policies.hf_batch import as_ids, flat_allowed, left_padded, scoring_batch
 from agentgym.baselines.policies.hf_checkpoint import (
     ADAPTER_CONFIG_FILE,
@@ -448,10 +449,11 @@ class HFPolicy:
         *,
         grad: bool = False,
         allowed_tokens: Sequence[AllowedTokens | None] | None = None,
+        temperature: float | Sequence[float] = 1.0,
     ) -> list[torch.Tensor]:
         """Log-probability of every response token given its prompt and the tokens before it.
 
-        One padded forward pass over the batch, at temperature 1.
+        One padded forward pass over the batch, under softmax(logits / T).
 
         Args:
             prompts: token ids per row (non-empty).
@@ -459,13 +461,20 @@ class HFPolicy:
             grad: keep the autograd graph (for a loss); otherwise run under ``no_grad``.
             allowed_tokens: per row, per response position, the token ids constrained
                 decoding allowed (None: any); the log-probs are then renormalised over them.
+            temperature: the sampling temperature, one for all rows or one per row.
 
         Returns:
             Per row, a float32 tensor ``[len(response)]`` on ``device``.
         """
-        return self._score(
-            prompts, responses, grad=grad, want_values=False, allowed_tokens=allowed_tokens
-        )[0]
+        scored, _ = self._score(
+            prompts,
+            responses,
+            grad=grad,
+            want_values=False,
+            allowed_tokens=allowed_tokens,
+            temperature=temperature,
+        )
+        return scored
 
     def values(
         self,
@@ -512,6 +521,7 @@ class HFPolicy:
         want_values: bool,
         want_logps: bool = True,
         allowed_tokens: Sequence[AllowedTokens | None] | None = None,
+        temperature: float | Sequence[float] = 1.0,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         if len(prompts) != len(responses):
             raise ValueError(f"got {len(prompts)} prompts but {len(responses)} responses")
@@ -537,8 +547,9 @@ class HFPolicy:
             if want_logps:
                 flat = flat_allowed(allowed_tokens, r_rows, width_r)
                 v_size = logits.shape[-1]
+                temps = position_temperatures(temperature, [width_r] * n, dev)
                 logp = masked_logprobs(
-                    logits.reshape(-1, v_size), targets.reshape(-1), flat
+                    logits.reshape(-1, v_size), targets.reshape(-1), flat, temps
                 ).reshape(n, width_r)
                 lps = [logp[i, : len(r)] for i, r in enumerate(r_rows)]
             vals: list[torch.Tensor] = []

@@ -26,7 +26,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from agentgym.baselines.policies.base import AllowedSequences, GenOut
-from agentgym.baselines.policies.constrained import AllowedTokens, masked_logprobs
+from agentgym.baselines.policies.constrained import (
+    AllowedTokens,
+    masked_logprobs,
+    position_temperatures,
+)
 from agentgym.baselines.policies.sampling import Responses, choose
 from agentgym.baselines.policies.tokenizer import TOKENIZER_FILE, Tokenizer
 
@@ -312,8 +316,9 @@ class TinyPolicy(nn.Module):
         *,
         grad: bool = False,
         allowed_tokens: Sequence[AllowedTokens | None] | None = None,
+        temperature: float | Sequence[float] = 1.0,
     ) -> list[torch.Tensor]:
-        """Per-token ``log p(response_t | prompt, response_<t)`` at temperature 1.
+        """Per-token ``log p(response_t | prompt, response_<t)`` under softmax(logits / T).
 
         Args:
             prompts: ``B`` 1-D long tensors (left-truncated to fit ``max_len``).
@@ -322,12 +327,13 @@ class TinyPolicy(nn.Module):
             allowed_tokens: per row, per response position, the token ids constrained
                 decoding allowed (None: any); the log-probs are then renormalised over them,
                 the distribution the decoder sampled from.
+            temperature: the sampling temperature, one for all rows or one per row.
 
         Returns:
             ``B`` float32 tensors of shapes ``[len(responses[i])]``.
         """
         return self.logprobs_and_values(
-            prompts, responses, grad=grad, allowed_tokens=allowed_tokens
+            prompts, responses, grad=grad, allowed_tokens=allowed_tokens, temperature=temperature
         )[0]
 
     def values(
@@ -350,8 +356,9 @@ class TinyPolicy(nn.Module):
         *,
         grad: bool = False,
         allowed_tokens: Sequence[AllowedTokens | None] | None = None,
+        temperature: float | Sequence[float] = 1.0,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """``logprobs`` and ``values`` from one forward pass."""
+        """``logprobs`` and ``values`` from one forward pass (values ignore temperature)."""
         with torch.set_grad_enabled(grad):
             h, targets, sizes = self._response_states(prompts, responses)
             flat: list[Sequence[int] | None] | None = None
@@ -359,7 +366,8 @@ class TinyPolicy(nn.Module):
                 flat = []
                 for row, size in zip(allowed_tokens, sizes, strict=True):
                     flat.extend([None] * size if row is None else list(row))
-            logp = masked_logprobs(self.logits(h), targets, flat)
+            temps = position_temperatures(temperature, sizes, h.device)
+            logp = masked_logprobs(self.logits(h), targets, flat, temps)
             value = self.value_head(h).squeeze(-1).float()
             return list(logp.split(sizes)), list(value.split(sizes))
 

@@ -340,3 +340,38 @@ def test_a_checkpoint_saved_before_the_prompt_format_plays_with_its_old_window(
     for turn in traj.turns:
         assert agent.act(obs, info) == turn.extras["action"]
         obs, _, _, _, info = env.step(turn.extras["action"])
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.7])
+@pytest.mark.parametrize("layout", ["per-step", "concat"])
+def test_turns_are_scored_at_the_temperature_they_were_sampled_at(
+    policy, pool, tasks, layout, temperature
+):
+    """Before any update the PPO ratio is exactly 1 at any sampling temperature, for the
+    sampled rollouts and for the same actions replayed (dre's edits); scoring at T = 1
+    instead gave ratios from 0.14 to 38 at T = 0.5."""
+    from agentgym.baselines.rollout import replay
+
+    cfg = RolloutConfig(
+        prompt=PromptFormat(layout=layout), temperature=temperature, max_new_tokens=40
+    )
+    trajs = collect(policy, pool, tasks[:1], 2, cfg, gumbel_keys=[5, 6])
+    batch = Batch(trajectories=trajs)
+    keys = batch.keys()
+    assert {batch.turn(k).temperature for k in keys} == {temperature}
+    new = torch.cat(turn_logprobs(policy, batch, keys, grad=False))
+    old = torch.cat([batch.turn(k).logp_old for k in keys])
+    torch.testing.assert_close(new, old, atol=1e-5, rtol=0)
+    at_one = torch.cat(
+        policy.logprobs(
+            [batch.turn(k).prompt_ids for k in keys],
+            [batch.turn(k).response_ids for k in keys],
+            allowed_tokens=[batch.turn(k).allowed_tokens for k in keys],
+        )
+    )
+    assert float((at_one - old).abs().max()) > 1e-2  # the bug this guards against
+    task, seed = tasks[0]
+    played = trajs[0]
+    again = replay(policy, pool, task, seed, [t.extras["action"] for t in played.turns], cfg)
+    for a, b in zip(again.turns, played.turns, strict=True):
+        torch.testing.assert_close(a.logp_old, b.logp_old, atol=1e-5, rtol=0)

@@ -133,3 +133,48 @@ def test_branch_needs_snapshots(policy, short_pool, monkeypatch):
     assert all("snapshot" not in turn.extras for turn in traj.turns)
     with pytest.raises(ValueError, match="does not support snapshot"):
         branch(policy, no_snap, [(traj, 0)], 1, cfg)
+
+
+class _PaysEveryStep:
+    """Three steps: 0.25 for each of the first two (0.1 taken back for "bad"), 1.0 at the end."""
+
+    def __init__(self):
+        self.k = 0
+        self.unwrapped = self
+
+    def reset(self, seed=None, options=None):
+        self.k = 0
+        return "start", {}
+
+    def step(self, action):
+        self.k += 1
+        done = self.k == 3
+        reward = 1.0 if done else 0.25 - (0.1 if action == "bad" else 0.0)
+        return f"after {action}", reward, done, False, {"action_valid": action != "bad"}
+
+
+class _Pool:
+    supports_snapshot = False
+
+    def __init__(self, n):
+        self.envs = [_PaysEveryStep() for _ in range(n)]
+
+    def grow(self, n):
+        self.envs += [_PaysEveryStep() for _ in range(n - len(self.envs))]
+
+
+def test_every_step_reward_stays_on_the_trajectory(policy):
+    """Intermediate env rewards (TextWorld's score deltas, step penalties) used to be dropped:
+    a turn kept only the invalid-action penalty."""
+    from agentgym.baselines.rollout import replay
+
+    cfg = RolloutConfig(constrained=False, invalid_penalty=0.5)
+    traj = replay(policy, _PaysEveryStep(), "t", 0, ["go", "bad", "end"], cfg)
+    # the env paid 0.25, 0.15, 1.0; "bad" was rejected: the 0.5 penalty on top
+    assert [t.reward for t in traj.turns] == pytest.approx([0.25, 0.15 - 0.5, 0.0])
+    assert traj.outcome == 1.0 and traj.total_return == pytest.approx(0.9)
+    assert traj.step_returns(1.0) == pytest.approx([0.9, 0.65, 1.0])
+    cfg = RolloutConfig(max_new_tokens=4)
+    (played,) = collect(policy, _Pool(1), [("t", 0)], 1, cfg, gumbel_keys=[1])
+    assert [t.extras["action"] != "bad" for t in played.turns] == [True] * 3
+    assert [t.reward for t in played.turns] == [0.25, 0.25, 0.0] and played.outcome == 1.0
