@@ -58,7 +58,7 @@ class RLConfig:
     """The RL loop: batch shape and the clipped-surrogate update."""
 
     steps: int = 20
-    """Optimiser steps of RL."""
+    """RL steps: one batch of rollouts each (epochs x minibatches optimiser steps on it)."""
     tasks_per_step: int = 8
     """Groups per RL step."""
     group_size: int = 8
@@ -71,10 +71,23 @@ class RLConfig:
     """PPO clip epsilon."""
     kl_coef: float = 0.0
     """Weight of the k3 KL to the frozen reference (0: no reference model)."""
+    epochs: int = 1
+    """Passes of PPO updates over each batch (after the first, the ratio moves off 1 and the
+    clip binds)."""
+    minibatches: int = 1
+    """Optimiser steps per pass: the batch's rollouts split into this many mini-batches."""
     max_grad_norm: float = 1.0
     """Gradient clipping (the warm start clips the same)."""
     constant_norm: float = 48.0
     """Divisor of the constant-norm aggregation (Dr. GRPO)."""
+
+    def __post_init__(self) -> None:
+        """Refuse a loop that would take no update."""
+        if self.epochs < 1 or self.minibatches < 1:
+            raise ValueError(
+                f"--epochs and --minibatches must be at least 1, got {self.epochs} and "
+                f"{self.minibatches}"
+            )
 
 
 @dataclass(frozen=True)

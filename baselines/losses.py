@@ -72,8 +72,8 @@ def aggregate(
     * ``constant-norm``: ``1/|S| Σ_s Σ_{t∈s} m_t ℓ_t / constant`` (Dr. GRPO, 2503.20783, as in
       its code: per-response sums over a fixed constant such as the generation budget, then a
       mean over responses; no length bias).
-    * ``turn-normalized``: ``Σ_t m_t ℓ_t / |K|``: token sums per response averaged over active
-      turns (TSBPO).
+    * ``turn-normalized``: ``1/|S| Σ_s (Σ_{t∈s} m_t ℓ_t / |K_s|)``: each rollout's token sum
+      over its active turns ``K_s``, then a mean over rollouts (TSBPO, CREDIT.md §5).
 
     Masked-out tokens never contribute, even if ``token_loss`` is nan or inf there.
 
@@ -83,8 +83,9 @@ def aggregate(
         mode: one of :data:`AGGREGATIONS`.
         seq_ids: [T] sequence index per token (needed by the ``seq-*`` modes and
             ``constant-norm``); for [B, T] inputs the row is the default.
-        turn_ids: [T] turn index per token, unique across the batch (``turn-normalized``); for
-            [B, T] inputs the row is the default (per-step layout: one row per turn).
+        turn_ids: [T] turn index per token, unique across the batch (``turn-normalized``, with
+            ``seq_ids``); for [B, T] inputs the row is the default (per-step layout: one row
+            per turn).
         constant: the divisor of ``constant-norm``.
 
     Returns:
@@ -103,16 +104,16 @@ def aggregate(
 
     if mode == "token-mean":
         return loss.sum() / m.sum().clamp_min(1.0)
-    if mode == "turn-normalized":
-        if turn_ids is None:
-            raise ValueError("turn-normalized aggregation needs turn_ids")
-        n_turns = (_segment_sum(m, turn_ids.reshape(-1)) > 0).sum()
-        return loss.sum() / n_turns.clamp_min(1)
-
     if seq_ids is None:
         raise ValueError(f"{mode} aggregation needs seq_ids")
     seq_ids = seq_ids.reshape(-1)
     seq_loss = _segment_sum(loss, seq_ids)
+    if mode == "turn-normalized":
+        if turn_ids is None:
+            raise ValueError("turn-normalized aggregation needs turn_ids")
+        turns = _active_turns_per_seq(m, seq_ids, turn_ids.reshape(-1))
+        active = turns > 0
+        return (seq_loss[active] / turns[active]).sum() / active.sum().clamp_min(1)
     seq_len = _segment_sum(m, seq_ids)
     n_seqs = (seq_len > 0).sum().clamp_min(1)
     if mode == "seq-mean-token-mean":
@@ -122,6 +123,19 @@ def aggregate(
     if constant is None or constant <= 0:
         raise ValueError(f"constant-norm aggregation needs a positive constant, got {constant}")
     return seq_loss.sum() / (constant * n_seqs)
+
+
+def _active_turns_per_seq(m: Tensor, seq_ids: Tensor, turn_ids: Tensor) -> Tensor:
+    """The number of active turns of each sequence (sorted id order, like :func:`_segment_sum`).
+
+    A turn is active when at least one of its tokens is masked in.
+    """
+    seqs, seq_index = torch.unique(seq_ids, return_inverse=True)
+    turns, turn_index = torch.unique(turn_ids, return_inverse=True)
+    active = (_segment_sum(m, turn_ids) > 0).to(m.dtype)
+    seq_of_turn = torch.zeros(len(turns), dtype=torch.long, device=m.device)
+    seq_of_turn.scatter_(0, turn_index, seq_index)  # a turn lies in one sequence
+    return torch.zeros(len(seqs), dtype=m.dtype, device=m.device).index_add(0, seq_of_turn, active)
 
 
 def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:

@@ -324,11 +324,10 @@ def replay(
                 extras=extras,
             )
         )
+        history.act(response)
+        history.observe(obs)
         if terminated or truncated:
-            traj.outcome, traj.terminated, traj.truncated = float(reward), terminated, truncated
-        else:
-            history.act(response)
-            history.observe(obs)
+            _end(traj, float(reward), terminated, truncated, history)
     if score and traj.turns:
         _score_replay(policy, traj.turns)
     return traj
@@ -450,14 +449,24 @@ def _turn(policy: Policy, cfg: RolloutConfig, active: list[_Slot], snapshots: bo
             )
         )
         s.obs, s.info = o, info
+        s.history.act(out.ids)
+        s.history.observe(o)
         if terminated or truncated:
-            t = s.traj
-            t.outcome, t.terminated, t.truncated = float(reward), terminated, truncated
+            _end(s.traj, float(reward), terminated, truncated, s.history)
         else:
-            s.history.act(out.ids)
-            s.history.observe(o)
             still.append(s)
     return still
+
+
+def _end(traj: Trajectory, reward: float, terminated: bool, truncated: bool, h: History) -> None:
+    """Close a rollout: its outcome and done flags.
+
+    A truncated rollout ended at a state the episode would have gone on from: it keeps the
+    prompt of that state in ``extras["next_prompt"]``, so a critic can bootstrap from it.
+    """
+    traj.outcome, traj.terminated, traj.truncated = reward, terminated, truncated
+    if truncated and not terminated:
+        traj.extras["next_prompt"] = h.prompt()
 
 
 def _require_key(slot: _Slot) -> int:

@@ -110,6 +110,11 @@ class CreditVariant:
         """The class name and the settings."""
         return f"{type(self).__name__}({self.cfg})"
 
+    @property
+    def needs_reference(self) -> bool:
+        """Whether this variant reads ``ctx.ref`` (the trainer then keeps a frozen copy)."""
+        return False
+
     # ------------------------------------------------------------------ hooks, in loop order
     def sample(self, batch: Batch, ctx: Context) -> None:
         """Fill ``batch.trajectories`` with rollouts (single slot; default ``group``)."""
@@ -299,6 +304,11 @@ class Plan:
     def requires_abilities(self) -> frozenset[str]:
         """Union of the variants' required env abilities."""
         return frozenset().union(*(v.requires_abilities for v in self.variants))
+
+    @property
+    def needs_reference(self) -> bool:
+        """Whether any variant reads the frozen reference model ``ctx.ref``."""
+        return any(v.needs_reference for v in self.variants)
 
     def __str__(self) -> str:
         """The variants' names joined by ``+``, in plan order."""

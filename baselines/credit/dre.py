@@ -9,11 +9,18 @@ reset, verified by replaying it in a fresh env of the pool. When ``k < K − 1``
 ``k``) is replayed teacher-forced with :func:`~agentgym.baselines.rollout.replay`, which
 rebuilds the prompts the policy would have seen (the rollout's own layout and history window,
 the decoding masks where it was constrained) and recomputes ``logp_old`` with one forward pass:
-the edited turns are off-policy and clipping handles it. It joins the original's group with
+the edited turns are off-policy and clipping handles it. It joins the original's group
+("add" keeps the original too, "replace" swaps it) with
 
-    R' = R + length_bonus · (K − (k + 1)) / K,
+    R' = R + length_bonus · (K_min − K') / K_min   when K' < K_min, else R' = R,
 
-so the group prefers the short version ("add" keeps the original too, "replace" swaps it).
+``K'`` its turns and ``K_min`` the turns of the group's shortest natural (unedited) success,
+its own original included. The bonus is relative to the group, not to the rollout's own
+length: an edited copy never out-scores a success of the group that is as short or shorter,
+and a group whose rollouts all scored alike stays without signal unless the edit is shorter
+than every success it had (a bonus relative to the rollout's own length once put a 10-turn
+rollout's 4-turn edit above a natural 3-turn success, and woke up all-success groups whose
+edits shortened nothing the group had not already found).
 """
 
 from __future__ import annotations
@@ -29,6 +36,15 @@ from agentgym.core.errors import BadInput
 SUCCESS = 0.5
 """A rollout with an outcome above this is successful."""
 MODES = ("add", "replace")
+
+
+def _shortest_successes(trajectories: list[Trajectory]) -> dict[str, int]:
+    """Per group, the turns of its shortest natural (unedited) successful rollout."""
+    shortest: dict[str, int] = {}
+    for t in trajectories:
+        if t.outcome > SUCCESS and not t.edited:
+            shortest[t.group_id] = min(shortest.get(t.group_id, len(t.turns)), len(t.turns))
+    return shortest
 
 
 @register("dre")
@@ -57,7 +73,8 @@ class DRE(CreditVariant):
         """"add" puts the edited rollout next to the original in its group; "replace" swaps
         the original for it."""
         length_bonus: float = 0.1
-        """outcome bonus per fraction of turns removed: R' = R + length_bonus · removed / K."""
+        """outcome bonus per fraction of turns the edit is shorter than the group's shortest
+        natural success: R' = R + length_bonus · (K_min − K') / K_min (0 unless shorter)."""
         keep_progress: bool = True
         """a cut counts only if the edited episode ends with at least the original's
         ``info["progress"]`` (on search envs: the share of gold evidence read), where the env
@@ -77,8 +94,9 @@ class DRE(CreditVariant):
         """DRE's edit: add (or swap in) the verified shorter copy of each successful rollout."""
         if ctx.envs is None:
             raise BadInput("dre replays rollouts and needs the env pool (ctx.envs)")
+        shortest = _shortest_successes(batch.trajectories)
         out: list[Trajectory] = []
-        n_edited = removed = 0
+        n_edited = removed = rewarded = 0
         for traj in batch.trajectories:
             edited = self.edit(traj, ctx)
             if edited is None:
@@ -86,10 +104,15 @@ class DRE(CreditVariant):
                 continue
             n_edited += 1
             removed += len(traj.turns) - len(edited.turns)
+            K_min, K_edit = shortest[traj.group_id], len(edited.turns)
+            if K_edit < K_min:
+                edited.outcome += self.cfg.length_bonus * (K_min - K_edit) / K_min
+                rewarded += 1
             out += [edited] if self.cfg.mode == "replace" else [traj, edited]
         batch.trajectories = out
         batch.metrics["dre/edited"] = float(n_edited)
         batch.metrics["dre/turns_removed"] = float(removed)
+        batch.metrics["dre/rewarded"] = float(rewarded)
 
     def edit(self, traj: Trajectory, ctx: Context) -> Trajectory | None:
         """The verified edited copy of ``traj``, or None.
@@ -130,7 +153,7 @@ class DRE(CreditVariant):
             "removed": list(range(k, K - 1)),
             "env_outcome": edited.outcome,
         }
-        edited.outcome = traj.outcome + self.cfg.length_bonus * (K - (k + 1)) / K
+        edited.outcome = traj.outcome  # the bonus, if any, is the group's to give (transform)
         return edited
 
     def earliest_cut(self, ctx: Context, traj: Trajectory, actions: list[Any]) -> int | None:

@@ -8,7 +8,8 @@ at the first policy token of the next turn (turn-level bootstrap across the obse
 Rewards: each turn's ``reward`` on its last policy token, the outcome R on the rollout's last
 policy token (optionally ``−β (logp_old − ref_logp)`` on every token). A terminated rollout
 does not bootstrap; any other end bootstraps from ``next_value`` (``turn.extras`` of the last
-turn or ``trajectory.extras``) when given, else from 0.
+turn or ``trajectory.extras``): ``score`` fills it from the critic at the prompt the rollout
+engine records for a truncated episode's next state (``extras["next_prompt"]``), else 0.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from torch import Tensor
 
 from agentgym.baselines.credit import Batch, Context, CreditVariant, Trajectory, Turn, register
 from agentgym.baselines.losses import aggregate, gae, value_loss, whiten
+from agentgym.baselines.scoring import turn_logprobs
 from agentgym.core.errors import BadInput
 
 
@@ -63,8 +65,55 @@ class PPO(CreditVariant):
         kl_coef: float = 0.0
         """β of the per-token KL penalty in the reward, −β (logp_old − ref_logp); 0 = off."""
 
+    @property
+    def needs_reference(self) -> bool:
+        """The KL penalty in the reward reads the reference's log-probs."""
+        return self.cfg.kl_coef > 0
+
     def score(self, batch: Batch, ctx: Context) -> None:
-        """PPO's score: fill missing ``turn.values`` from the critic, without grad."""
+        """PPO's score, without grad: values, next values and reference log-probs.
+
+        The critic's values of every turn and of a truncated episode's next state, and the
+        reference's log-probs when the reward has a KL term.
+        """
+        self._score_values(batch, ctx)
+        self._score_next_values(batch, ctx)
+        if self.cfg.kl_coef > 0:
+            self._score_reference(batch, ctx)
+
+    def _score_reference(self, batch: Batch, ctx: Context) -> None:
+        """Fill missing ``turn.ref_logp`` from ``ctx.ref``, at each turn's temperature."""
+        all_keys = batch.keys()
+        keys = [key for key in all_keys if batch.turn(key).ref_logp is None]
+        if not keys:
+            return
+        if ctx.ref is None:
+            raise BadInput("ppo's kl_coef needs the reference model (ctx.ref), which is not set")
+        with torch.no_grad():
+            ref_logps = turn_logprobs(ctx.ref, batch, keys, grad=False)
+        for key, lp in zip(keys, ref_logps, strict=True):
+            batch.turn(key).ref_logp = lp.detach().float()
+
+    def _score_next_values(self, batch: Batch, ctx: Context) -> None:
+        """V(s_K) of each truncated rollout whose next state's prompt was recorded."""
+        todo = [
+            t
+            for t in batch.trajectories
+            if t.truncated and not t.terminated and "next_value" not in t.extras
+            if t.extras.get("next_prompt") is not None
+        ]
+        if not todo:
+            return
+        policy = ctx.need_policy()
+        eos = policy.tokenizer.eos_id
+        prompts = [torch.as_tensor(t.extras["next_prompt"], dtype=torch.long) for t in todo]
+        with torch.no_grad():  # the value before the first token of a response is V(prompt)
+            values = policy.values(prompts, [torch.tensor([eos])] * len(todo))
+        for traj, v in zip(todo, values, strict=True):
+            traj.extras["next_value"] = float(v[0])
+
+    def _score_values(self, batch: Batch, ctx: Context) -> None:
+        """Fill missing ``turn.values`` from the critic."""
         all_keys = batch.keys()
         missing = [key for key in all_keys if batch.turn(key).values is None]
         if not missing:

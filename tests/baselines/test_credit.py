@@ -630,3 +630,20 @@ def test_abilities_are_checked_through_wrappers_and_specs():
     bare = gym.make(EnvSpec("test/Bare-v0", entry_point=NoPrivilegedEnv, disable_env_checker=True))
     with pytest.raises(BadInput, match="test/Bare-v0"):
         plan.check(bare)
+
+
+@pytest.mark.parametrize("spec", ["grpo", "rloo", "drgrpo"])
+def test_outcome_variants_score_by_outcome_or_by_return(spec):
+    """Two rollouts both win (R = 1), but one collected a 0.5 intermediate reward on the way:
+    by outcome they tie (no signal), by return the richer one is ahead."""
+    rich, plain = make_traj("g", 1.0), make_traj("g", 1.0)
+    rich.turns[0].reward = 0.5
+    assert (rich.total_return, plain.total_return) == (1.5, 1.0)
+    by_outcome = run_advantages(spec, Batch(trajectories=[rich, plain]))
+    assert first_token(by_outcome, (0, 0)) == first_token(by_outcome, (1, 0)) == 0.0
+    by_return = run_advantages(
+        spec, Batch(trajectories=[rich, plain]), {spec: {"reward": "return"}}
+    )
+    assert first_token(by_return, (0, 0)) > 0 > first_token(by_return, (1, 0))
+    with pytest.raises(BadInput, match="reward must be one of"):
+        compose(spec, {spec: {"reward": "sum"}})

@@ -122,7 +122,8 @@ def test_dre_edits_out_exactly_the_detour(policy, pool, paths, layout, history):
     assert edited.group_id == "g" and edited.edited and edited.node_id == "detour/dre"
     assert edited.extras["dre"] == {"source": "detour", "removed": [5], "env_outcome": 1.0}
     assert edited.prompt == PromptFormat(layout=layout, history=history)
-    assert edited.outcome == pytest.approx(1.0 + 0.5 * 1 / 7)
+    # no bonus: the group already holds a natural success as short as the edit (6 turns)
+    assert edited.outcome == 1.0
     assert edited.terminated and not edited.truncated
     # the edited turns are the prompts the policy sees on the short path, in the rollout's
     # own layout (not the run's), with the decoding masks of a constrained rollout
@@ -146,7 +147,7 @@ def test_dre_edits_out_exactly_the_detour(policy, pool, paths, layout, history):
     # failed and already minimal rollouts are untouched
     assert len(minimal.turns) == 6 and minimal.outcome == 1.0 and not minimal.edited
     assert len(failed.turns) == 6 and failed.outcome == 0.0 and not failed.edited
-    assert batch.metrics == {"dre/edited": 1.0, "dre/turns_removed": 1.0}
+    assert batch.metrics == {"dre/edited": 1.0, "dre/turns_removed": 1.0, "dre/rewarded": 0.0}
 
 
 def test_dre_replace_mode_and_grpo_prefers_the_short_version(policy, pool, paths):
@@ -161,6 +162,22 @@ def test_dre_replace_mode_and_grpo_prefers_the_short_version(policy, pool, paths
     compose("dre").run("advantages", batch, StepContext())
     A = [batch.advantages[(i, 0)][0].item() for i in range(3)]
     assert A[1] > A[0] > 0 > A[2]  # R = 1 + 0.1/7, 1, 0
+
+
+def test_an_edit_never_outscores_a_success_as_short_and_an_all_win_group_stays_neutral(
+    policy, pool, paths
+):
+    """The bonus used to be relative to the rollout's own length: the 7-turn rollout's 6-turn
+    edit out-scored the natural 6-turn success, and a group where both had won (no signal)
+    got full-strength advantages from the bonus alone."""
+    cfg = RolloutConfig()
+    long = play(policy, pool, paths["detour"], cfg, "detour")
+    minimal = play(policy, pool, paths["oracle"], cfg, "oracle")
+    batch = edit(policy, pool, Batch(trajectories=[long, minimal]), {"dre": {"length_bonus": 1}})
+    assert [t.node_id for t in batch.trajectories] == ["detour", "detour/dre", "oracle"]
+    assert [t.outcome for t in batch.trajectories] == [1.0, 1.0, 1.0]
+    compose("dre").run("advantages", batch, StepContext())
+    assert all(float(a.abs().max()) == 0.0 for a in batch.advantages.values())
 
 
 def test_dre_leaves_unreplayable_rollouts_alone(policy, pool, paths):

@@ -282,18 +282,45 @@ def test_untagged_turns_without_a_tokenizer_are_refused():
 # ---------------------------------------------------------------- real rollouts
 
 
+SUMMARY, TOOL = {"summary", "answer", "conclusion"}, {"tool_call", "search_query"}
+
+
+def _read_then_miss(tokenizer, env_id, task, seed, group):
+    """The oracle's reading, then a wrong answer: the evidence was retrieved (high execution
+    reward) but left out of the answer (low preference reward)."""
+    env = gym.make(env_id)
+    _, info = env.reset(seed=seed, options={"task_id": task})
+    out = Trajectory(task, group, seed)
+    while True:
+        action = env.unwrapped.oracle_action()
+        if "answer" in action.split(":")[0] or action.startswith(("<think>", "<answer>")):
+            menu = info.get("admissible_actions") or []
+            wrong = [a for a in menu if a.startswith("answer:") and a != action]
+            action = wrong[0] if wrong else "<answer>nobody at all</answer>"
+        state = info["state_key"]
+        _, reward, terminated, truncated, info = env.step(action)
+        ids = torch.tensor([*tokenizer.encode(action), tokenizer.eos_id])
+        out.turns.append(
+            Turn(torch.arange(2), ids, state_key=state, info=info, extras={"action": action})
+        )
+        if terminated or truncated:
+            out.outcome, out.terminated = float(reward), True
+            return out
+
+
 @pytest.mark.parametrize("env_id", [SMALL, FREE])
 def test_slca_on_real_rollouts(policy, oracle_rollout, env_id):
     pool = EnvPool(env_id, 4, max_turns=4)
     tasks = pick_tasks(pool, 2, np.random.default_rng(0))
     trajs = collect(policy, pool, tasks, 2, RolloutConfig(max_new_tokens=48))
-    # one oracle win per group, so that both rewards vary
+    # per group: an oracle win, and the oracle's reading with a wrong answer, so that the two
+    # rewards rank the group differently and a routing mix-up shows
     batch = Batch(trajectories=[])
     for g, (task, seed) in enumerate(tasks):
+        group = trajs[2 * g].group_id
         batch.trajectories += trajs[2 * g : 2 * g + 2]
-        batch.trajectories.append(
-            oracle_rollout(policy.tokenizer, env_id, task, seed, trajs[2 * g].group_id)
-        )
+        batch.trajectories.append(oracle_rollout(policy.tokenizer, env_id, task, seed, group))
+        batch.trajectories.append(_read_then_miss(policy.tokenizer, env_id, task, seed, group))
     adv = run(batch, policy=policy)
     slca = SLCA()
     assert set(adv) == set(batch.keys())
@@ -302,13 +329,17 @@ def test_slca_on_real_rollouts(policy, oracle_rollout, env_id):
         r_pref = torch.tensor([slca.r_pref(batch.trajectories[i])[0] for i in idx])
         z_exec = (r_exec - r_exec.mean()) / (r_exec.std() + EPS)
         z_pref = (r_pref - r_pref.mean()) / (r_pref.std() + EPS)
+        assert float((z_exec - z_pref).abs().max()) > 0.5  # the test can tell routes apart
         for j, i in enumerate(idx):
             for k, turn in enumerate(batch.trajectories[i].turns):
                 assert len(turn.segment_tags) == len(turn.response_ids)
+                tags = set(turn.segment_tags)
+                # default other="turn": untagged tokens join their turn's segment
+                summary_turn = bool(tags & SUMMARY) and not tags & TOOL
                 for a, tag in zip(adv[(i, k)].tolist(), turn.segment_tags, strict=True):
-                    is_sum = tag in ("summary", "answer", "conclusion")
+                    is_sum = tag in SUMMARY or (tag not in TOOL and summary_turn)
                     want = z_pref[j] if is_sum else z_exec[j]
                     assert a == pytest.approx(want.item(), abs=1e-5)
-    oracle_turns = [t for i in (2, 5) for t in batch.trajectories[i].turns]
+    oracle_turns = [t for i in (2, 6) for t in batch.trajectories[i].turns]
     assert any("answer" in t.segment_tags for t in oracle_turns)
     assert batch.metrics["slca/summary_token_share"] > 0

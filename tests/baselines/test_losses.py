@@ -51,7 +51,9 @@ TURN = torch.tensor([0, 0, 1, 2, 2, 3])  # turn 1 has no policy token
         ("seq-mean-token-mean", ((1 + 2) / 2 + (4 + 5 + 6) / 3) / 2),
         ("seq-mean-token-sum", (3 + 15) / 2),
         ("constant-norm", (3 / 10 + 15 / 10) / 2),
-        ("turn-normalized", 18 / 3),
+        # each rollout's sum over its active turns (turn 1 has none), then the mean: CREDIT.md
+        # §5; a global Σ / |K| (18 / 3) weighted rollouts by their turn counts
+        ("turn-normalized", ((1 + 2) / 1 + (4 + 5 + 6) / 2) / 2),
     ],
 )
 def test_every_aggregation_mode_by_hand(mode, expected):
@@ -98,8 +100,10 @@ def test_aggregate_refuses_bad_arguments():
         aggregate(LOSS, MASK, "constant-norm", seq_ids=SEQ)
     with pytest.raises(ValueError, match="seq_ids"):
         aggregate(LOSS, MASK, "seq-mean-token-mean")
+    with pytest.raises(ValueError, match="seq_ids"):
+        aggregate(LOSS, MASK, "turn-normalized", turn_ids=TURN)
     with pytest.raises(ValueError, match="turn_ids"):
-        aggregate(LOSS, MASK, "turn-normalized")
+        aggregate(LOSS, MASK, "turn-normalized", seq_ids=SEQ)
 
 
 # ---------------------------------------------------------------- KL, value loss, whitening

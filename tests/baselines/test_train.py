@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from agentgym.baselines.batch import Batch
+from agentgym.baselines.batch import Batch, StepContext
 from agentgym.baselines.config import TrainConfig
 from agentgym.baselines.credit import compose
 from agentgym.baselines.policies.tiny import TinyPolicy
@@ -344,3 +344,114 @@ def test_credit_settings_reach_their_variant():
     cfg = TrainConfig.from_options(credit="gigpo", credit_settings='{"gigpo": {"omega": 0.5}}')
     plan = compose(cfg.credit, credit_settings(cfg))
     assert plan.owner("advantages").cfg.omega == 0.5
+
+
+class _CountingAdamW(torch.optim.AdamW):
+    steps = 0
+
+    def step(self, closure=None):
+        type(self).steps += 1
+        return super().step(closure)
+
+
+def _advantaged(trajs, policy):
+    """A batch of copies of ``trajs`` with ±1 advantages and ``logp_old`` rescored under
+    ``policy`` (other tests of this module move the shared policy)."""
+    from agentgym.baselines.scoring import turn_logprobs
+
+    batch = Batch(trajectories=copy.deepcopy(list(trajs)))
+    keys = batch.keys()
+    with torch.no_grad():
+        for key, lp in zip(keys, turn_logprobs(policy, batch, keys, grad=False), strict=True):
+            batch.turn(key).logp_old = lp
+    batch.advantages = {
+        k: torch.full(batch.turn(k).response_ids.shape, 1.0 if k[0] % 2 else -1.0) for k in keys
+    }
+    return batch
+
+
+def test_several_updates_per_batch_move_the_ratio_until_the_clip_binds(setup):
+    """With one optimiser step per batch the ratio is exactly 1 and the clip never acts; with
+    PPO epochs and mini-batches the later steps see the moved policy and get clipped."""
+    from agentgym.baselines.train import update
+
+    base, trajs = setup
+    plan = compose("grpo")
+    one = TrainConfig.from_options(weight_decay=0.0)
+    ctx = StepContext(rng=np.random.default_rng(0))
+    policy = copy.deepcopy(base)
+    opt = _CountingAdamW(policy.parameters(), lr=0.05)
+    _CountingAdamW.steps = 0
+    single = update(_advantaged(trajs, policy), policy, None, plan, opt, one, ctx)
+    assert _CountingAdamW.steps == 1
+    assert single["clip_frac"] == 0.0 and abs(single["approx_kl"]) < 1e-6
+
+    many = one.with_options(epochs=3, minibatches=2)
+    policy = copy.deepcopy(base)
+    opt = _CountingAdamW(policy.parameters(), lr=0.05)
+    _CountingAdamW.steps = 0
+    metrics = update(_advantaged(trajs, policy), policy, None, plan, opt, many, ctx)
+    assert _CountingAdamW.steps == 6
+    assert metrics["clip_frac"] > 0 and metrics["approx_kl"] > 1e-4
+    assert metrics["tokens"] == single["tokens"]  # each rollout counted once, not per epoch
+
+
+def test_the_kl_is_aggregated_like_the_surrogate(setup):
+    """verl's rule: one aggregation for every loss term; the KL used to be a plain token mean
+    whatever the plan's aggregation."""
+    from agentgym.baselines.losses import aggregate, kl_k3
+    from agentgym.baselines.scoring import turn_logprobs
+
+    policy, trajs = setup
+    ref = copy.deepcopy(policy)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # move the reference far enough that the KL varies by token
+        for p in ref.parameters():
+            p.add_(0.2 * torch.randn(p.shape, generator=gen))
+    cfg = TrainConfig.from_options(kl_coef=0.5)
+    plan = compose("grpo", cfg)  # seq-mean-token-mean: rollouts of unequal length differ
+    batch = _advantaged(trajs, policy)
+    _, metrics = policy_loss(batch, policy, ref, plan, cfg)
+    keys = list(batch.advantages)
+    with torch.no_grad():
+        logp = torch.cat(turn_logprobs(policy, batch, keys, grad=False))
+        ref_logp = torch.cat(turn_logprobs(ref, batch, keys, grad=False))
+    mask, seq_ids, _ = batch.token_index(keys)
+    want = aggregate(kl_k3(logp, ref_logp), mask, plan.aggregation, seq_ids=seq_ids)
+    token_mean = aggregate(kl_k3(logp, ref_logp), mask, "token-mean")
+    assert metrics["kl"] == pytest.approx(float(want), rel=1e-5)
+    assert abs(float(want) - float(token_mean)) > 1e-3 * float(want)
+
+
+def test_ppo_pays_its_kl_penalty_and_bootstraps_truncated_rollouts(setup):
+    """ppo with kl_coef > 0 used to crash (nothing filled the reference log-probs), and a
+    truncated rollout bootstrapped from 0 although its docstring promised the critic."""
+    from agentgym.baselines.train import rl_step
+
+    base, _ = setup
+    policy, ref = copy.deepcopy(base), copy.deepcopy(base)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    cfg = TrainConfig.from_options(
+        credit="ppo", tasks_per_step=1, group_size=2, max_new_tokens=40, weight_decay=0.0
+    )
+    plan = compose("ppo", {"ppo": {"kl_coef": 0.1}})
+    assert plan.needs_reference and not compose("ppo").needs_reference
+    pool = EnvPool(SMALL, 2, max_turns=2)  # every rollout is cut off after two turns
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-3)
+    metrics = rl_step(policy, ref, plan, pool, optimizer, cfg, 1, np.random.default_rng(0))
+    assert np.isfinite(metrics["loss"]) and metrics["turns"] == 2.0
+
+    tasks = [(pool.envs[0].unwrapped.task_ids()[0], 3)]
+    trajs = collect(policy, pool, tasks, 2, RolloutConfig(max_new_tokens=40))
+    assert all(t.truncated and not t.terminated for t in trajs)
+    batch = Batch(trajectories=trajs)
+    ctx = StepContext(policy=policy, ref=ref)
+    plan.run("score", batch, ctx)
+    eos = policy.tokenizer.eos_id
+    for t in trajs:
+        prompt = torch.tensor(t.extras["next_prompt"])
+        want = policy.values([prompt], [torch.tensor([eos])])[0][0]
+        assert t.extras["next_value"] == pytest.approx(float(want), abs=1e-5)
+        assert all(turn.ref_logp is not None for turn in t.turns)
