@@ -272,7 +272,7 @@ def bench(
     ] = None,
     rl_steps: Annotated[
         int | None,
-        typer.Option(help="learning only: RL steps of each variant (default: the budget's)."),
+        typer.Option(help="learning only: RL steps of each variant instead of a token budget."),
     ] = None,
     env: Annotated[
         str | None,
@@ -280,12 +280,39 @@ def bench(
             help="learning only: env whose recipe to train (default agentgym/Search-Menu-Small-v0)."
         ),
     ] = None,
+    seeds: Annotated[
+        int | None, typer.Option(help="learning only: training seeds per variant (default 3).")
+    ] = None,
+    tokens: Annotated[
+        int | None,
+        typer.Option(help="learning only: generated tokens per RL run (default 80,000)."),
+    ] = None,
+    aggregation: Annotated[
+        str | None,
+        typer.Option(
+            help="learning only: the loss aggregation of every variant (default token-mean; "
+            "'own': each variant its paper's)."
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option(help="learning only: write the learning curves here (PNG).")
+    ] = None,
 ) -> None:
     """Measure speed against a peer run in the same process; print a table (and JSON)."""
     from agentgym.bench import run_bench
     from agentgym.harness.results import write_atomic
 
-    doc = run_bench(part, out, quick=quick, variants=variants, rl_steps=rl_steps, env=env)
+    learning = {"seeds": seeds, "tokens": tokens, "aggregation": aggregation}
+    doc = run_bench(
+        part,
+        out,
+        quick=quick,
+        variants=variants,
+        rl_steps=rl_steps,
+        env=env,
+        plot=None if plot is None else str(plot),
+        **learning,
+    )
     if json_out is not None:
         write_atomic(json_out, doc)
 

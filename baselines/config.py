@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.baselines import options
+from agentgym.baselines.losses import AGGREGATIONS
 from agentgym.baselines.prompt import PromptFormat
 
 
@@ -51,6 +52,10 @@ class WarmStartConfig:
     on Search-Free where the oracle's think quotes pages a history-less prompt never shows)."""
     lr: float = 1e-3
     """AdamW learning rate of the warm start."""
+    teacher: str = "oracle"
+    """Who labels the demonstrations: "oracle" (the env's, which reads its state) or an agent
+    as module:Class that sees only what the policy sees, such as
+    agentgym.envs.search.reader:ReaderAgent on the menu envs."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,9 @@ class RLConfig:
 
     steps: int = 20
     """RL steps: one batch of rollouts each (epochs x minibatches optimiser steps on it)."""
+    token_budget: int = 0
+    """Run RL until the rollouts have generated this many tokens, whatever the steps (0: run
+    --steps steps): a budget variants that sample differently can share fairly."""
     tasks_per_step: int = 8
     """Groups per RL step."""
     group_size: int = 8
@@ -80,9 +88,16 @@ class RLConfig:
     """Gradient clipping (the warm start clips the same)."""
     constant_norm: float = 48.0
     """Divisor of the constant-norm aggregation (Dr. GRPO)."""
+    aggregation: str = ""
+    """Loss aggregation for every variant of the run: token-mean, seq-mean-token-mean,
+    seq-mean-token-sum, constant-norm or turn-normalized ("": each variant's own)."""
 
     def __post_init__(self) -> None:
         """Refuse a loop that would take no update."""
+        if self.aggregation and self.aggregation not in AGGREGATIONS:
+            raise ValueError(
+                f"--aggregation must be one of {', '.join(AGGREGATIONS)}, got {self.aggregation!r}"
+            )
         if self.epochs < 1 or self.minibatches < 1:
             raise ValueError(
                 f"--epochs and --minibatches must be at least 1, got {self.epochs} and "

@@ -11,12 +11,14 @@ transform, score, advantages, shape, aux_loss, grad_hook``) on one
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import csv
 import json
 import re
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,14 @@ def credit_settings(cfg: TrainConfig) -> dict[str, Any]:
     stray = sorted(set(settings) - named)
     if stray:
         raise BadInput(f"--credit-settings names {stray}, which --credit {cfg.credit!r} lacks")
+    return settings
+
+
+def plan_settings(cfg: TrainConfig) -> dict[str, Any]:
+    """What :func:`compose` reads: the variants' settings and the run's loss aggregation."""
+    settings: dict[str, Any] = dict(credit_settings(cfg))
+    if cfg.rl.aggregation:
+        settings["aggregation"] = cfg.rl.aggregation
     return settings
 
 
@@ -110,27 +120,30 @@ Demo = tuple[torch.Tensor, torch.Tensor]
 
 
 def oracle_demos(cfg: TrainConfig, policy: Any) -> list[Demo]:
-    """(prompt, oracle action + eos) from oracle episodes on the train split.
+    """(prompt, teacher's action + eos) from the teacher's episodes on the train split.
 
-    With ``cfg.sft.noise`` > 0 an episode takes a random admissible action with that
-    probability, and every state it visits is still labelled with the oracle's action.
+    The teacher is ``cfg.sft.teacher``: the env's oracle (it reads the env's state), or an
+    agent that sees only what the policy sees. With ``cfg.sft.noise`` > 0 an episode takes a
+    random admissible action with that probability, and every state it visits is still
+    labelled with the oracle's action (only the oracle re-plans from any state).
 
     The loss is the plain NLL over every response token, not the NLL under the decoding
     mask: the forced tokens (an item's text after its first distinct token) teach the policy
     to read the menu, and on Search-Menu-Small the plain loss gave a better warm start.
     """
     env = make(cfg.env, split="train")
-    expert: Any = env.unwrapped
+    teacher = _teacher(cfg, env)
     tokenizer = policy.tokenizer
     eos = tokenizer.eos_id
     rng = np.random.default_rng([cfg.seed, 1])
     demos: list[Demo] = []
     for seed in range(cfg.seed, cfg.seed + cfg.sft.episodes):
         obs, info = env.reset(seed=seed)
+        teacher.reset(cfg.env, seed)
         history = History(policy, cfg.prompt)
         while True:
             history.observe(obs, info)
-            action = str(expert.oracle_action())
+            action = str(teacher.act(obs, info))
             label = action if cfg.sft.think else _THINK.sub("", action)
             response = [*tokenizer.encode(label), eos]
             prompt = history.prompt()
@@ -144,6 +157,21 @@ def oracle_demos(cfg: TrainConfig, policy: Any) -> list[Demo]:
             if term or trunc:
                 break
     return demos
+
+
+def _teacher(cfg: TrainConfig, env: Any) -> Any:
+    """The agent that labels the warm start's demonstrations, bound to ``env`` if it asks."""
+    from agentgym.agents import load_agent
+
+    if cfg.sft.teacher != "oracle" and cfg.sft.noise > 0:
+        raise BadInput(
+            f"--sft-noise needs the oracle teacher (it re-plans from any state); "
+            f"{cfg.sft.teacher} would label states its own bookkeeping never reached"
+        )
+    teacher: Any = load_agent(cfg.sft.teacher)
+    if hasattr(teacher, "bind"):
+        teacher.bind(env.unwrapped)
+    return teacher
 
 
 def rollout_config(cfg: TrainConfig, **overrides: Any) -> RolloutConfig:
@@ -289,6 +317,14 @@ def rl_step(
     # Rollout statistics over fresh episodes only: branches are started where a sampler chose
     # to, and edited copies carry bonus outcomes, so either would bias them.
     fresh = [t for t in batch.trajectories if t.parent_id is None and not t.edited]
+    # what the policy sampled this step (branches' shared prefixes and edits are not new)
+    generated = sum(
+        len(turn.response_ids)
+        for t in batch.trajectories
+        if not t.edited
+        for turn in t.turns
+        if not turn.extras.get("shared")
+    )
     valid = [turn.info.get("action_valid", True) for t in fresh for turn in t.turns]
     return {
         **metrics,
@@ -296,6 +332,7 @@ def rl_step(
         "success": float(np.mean([t.outcome for t in fresh])) if fresh else float("nan"),
         "invalid_rate": 1.0 - float(np.mean(valid)) if valid else float("nan"),
         "turns": float(np.mean([len(t.turns) for t in fresh])) if fresh else float("nan"),
+        "generated_tokens": float(generated),
     }
 
 
@@ -345,8 +382,12 @@ def update(
 
 
 def train(cfg: TrainConfig, out: Path) -> Path:
-    """Warm start, then ``cfg.rl.steps`` RL steps; the final checkpoint is ``out`` itself."""
-    plan = compose(cfg.credit, credit_settings(cfg))
+    """Warm start, then the RL loop; the final checkpoint is ``out`` itself.
+
+    The loop runs ``cfg.rl.steps`` steps, or, with ``cfg.rl.token_budget``, until the
+    rollouts have generated that many tokens.
+    """
+    plan = compose(cfg.credit, plan_settings(cfg))
     if not 0.0 <= cfg.sft.noise <= 1.0:
         raise BadInput(f"--sft-noise is a probability in [0, 1], got {cfg.sft.noise}")
     pool = EnvPool(cfg.env, cfg.rl.tasks_per_step * cfg.rl.group_size, split="train")
@@ -354,63 +395,113 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     torch.manual_seed(cfg.seed)
     policy = make_policy(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    log = out / "metrics.csv"
-    rows: list[dict[str, Any]] = []
-    start = time.perf_counter()
     # the prompt format as one object: evaluation rebuilds the prompts the policy saw
     metadata = {
         "train": {**cfg.to_json(), "credit_plan": plan.names},
         "prompt": cfg.prompt.to_json(),
     }
-    tb = _tensorboard(out / "tb") if cfg.log.tensorboard else None
+    run = _RunLog(out, cfg, metadata)
     if cfg.sft.steps > 0:
         nll = sft(policy, oracle_demos(cfg, policy), cfg)
-        seconds = time.perf_counter() - start
-        rows.append({"phase": "sft", "step": 0, "seconds": seconds, "sft_nll": nll})
         # the warm start alone, the baseline RL is measured against
-        meta = {**metadata, "step": 0, "train_seconds": seconds}
-        save_policy_checkpoint(policy, out / "sft", metadata=meta)
-        if tb is not None:
-            tb.add_scalar("sft/nll", nll, 0)
+        run.checkpoint(policy, out / "sft", step=0)
+        run.record({"phase": "sft", "step": 0, "sft_nll": nll})
     # the frozen reference: the warm start, kept for the loss's KL and for variants that read it
     ref = copy.deepcopy(policy) if cfg.rl.kl_coef > 0 or plan.needs_reference else None
     optimizer = torch.optim.AdamW(
         policy.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay
     )
     rng = np.random.default_rng(cfg.seed)
-    paused = 0.0  # seconds spent on checkpoints and periodic evaluation, not training
-    with _Progress(cfg.rl.steps) as advance:
-        for step in range(1, cfg.rl.steps + 1):
+    step = generated = 0
+    with _Progress(cfg.rl.steps if cfg.rl.token_budget <= 0 else 0) as advance:
+        while not _rl_done(cfg, step, generated):
+            step += 1
             metrics = rl_step(policy, ref, plan, pool, optimizer, cfg, step, rng)
-            seconds = time.perf_counter() - start - paused
-            evaluate_now = _every(cfg.log.eval_every, step, cfg.rl.steps)
-            if evaluate_now or _every(cfg.log.checkpoint_every, step, cfg.rl.steps):
-                pause = time.perf_counter()
-                ckpt = out / "steps" / f"step_{step:05d}"
-                meta = {**metadata, "step": step, "train_seconds": seconds}
-                save_policy_checkpoint(policy, ckpt, metadata=meta)
+            generated += int(metrics.get("generated_tokens", 0))
+            metrics["generated_total"] = float(generated)
+            last = _rl_done(cfg, step, generated)
+            evaluate_now = _every(cfg.log.eval_every, step, last)
+            if evaluate_now or _every(cfg.log.checkpoint_every, step, last):
+                ckpt = run.checkpoint(policy, out / "steps" / f"step_{step:05d}", step=step)
                 if evaluate_now:
-                    metrics["val_success"] = evaluate_checkpoint(ckpt, cfg)
-                paused += time.perf_counter() - pause
-            rows.append({"phase": "rl", "step": step, "seconds": seconds, **metrics})
-            _write_csv(log, rows)
-            if tb is not None:
-                for name, value in metrics.items():
-                    tb.add_scalar(name if "/" in name else f"rl/{name}", value, step)
-                tb.flush()
+                    with run.paused():
+                        metrics["val_success"] = evaluate_checkpoint(ckpt, cfg)
+            run.record({"phase": "rl", "step": step, **metrics})
             advance(metrics)
-    _write_csv(log, rows)
-    if tb is not None:
-        tb.close()
-    plot_curve(rows, out / "curve.png")
+    run.close()
     save_policy_checkpoint(policy, out, metadata=metadata)
     (out / "train_config.json").write_text(json.dumps(cfg.to_json(), indent=1) + "\n")
     return out
 
 
-def _every(period: int, step: int, last: int) -> bool:
+def _rl_done(cfg: TrainConfig, step: int, generated: int) -> bool:
+    """Whether the RL loop has spent its budget: the token budget if set, else the steps."""
+    if cfg.rl.token_budget > 0:
+        return generated >= cfg.rl.token_budget
+    return step >= cfg.rl.steps
+
+
+class _RunLog:
+    """A run's logs and its clock of training time.
+
+    The logs are ``metrics.csv`` (rewritten each step), TensorBoard and the curve; the clock
+    excludes checkpoints and periodic evaluation.
+    """
+
+    def __init__(self, out: Path, cfg: TrainConfig, metadata: dict[str, Any]):
+        """Start the clock; open TensorBoard when the config asks for it."""
+        self.out, self.metadata = out, metadata
+        self.rows: list[dict[str, Any]] = []
+        self.tb = _tensorboard(out / "tb") if cfg.log.tensorboard else None
+        self._start = time.perf_counter()
+        self._paused = 0.0
+
+    @property
+    def seconds(self) -> float:
+        """Training seconds so far."""
+        return time.perf_counter() - self._start - self._paused
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Stop the training clock for the duration (saving, evaluating)."""
+        pause = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._paused += time.perf_counter() - pause
+
+    def checkpoint(self, policy: Any, path: Path, *, step: int) -> Path:
+        """Save ``policy`` at ``path`` with the run's metadata, the step and its time."""
+        meta = {**self.metadata, "step": step, "train_seconds": self.seconds}
+        with self.paused():
+            return save_policy_checkpoint(policy, path, metadata=meta)
+
+    def record(self, row: dict[str, Any]) -> None:
+        """Log one row (its training seconds added) to the CSV and TensorBoard."""
+        row = {"phase": row["phase"], "step": row["step"], "seconds": self.seconds, **row}
+        self.rows.append(row)
+        _write_csv(self.out / "metrics.csv", self.rows)
+        if self.tb is None:
+            return
+        if row["phase"] == "sft":
+            self.tb.add_scalar("sft/nll", row["sft_nll"], 0)
+        else:
+            for name, value in row.items():
+                if name not in ("phase", "step", "seconds"):
+                    self.tb.add_scalar(name if "/" in name else f"rl/{name}", value, row["step"])
+        self.tb.flush()
+
+    def close(self) -> None:
+        """Final CSV, TensorBoard closed, the curve plotted."""
+        _write_csv(self.out / "metrics.csv", self.rows)
+        if self.tb is not None:
+            self.tb.close()
+        plot_curve(self.rows, self.out / "curve.png")
+
+
+def _every(period: int, step: int, last: bool) -> bool:
     """Whether a periodic action (period > 0) falls on ``step``; the last step always counts."""
-    return period > 0 and (step % period == 0 or step == last)
+    return period > 0 and (step % period == 0 or last)
 
 
 def _tensorboard(logdir: Path) -> Any:

@@ -50,12 +50,14 @@ def run_bench(
     variants: str | None = None,
     rl_steps: int | None = None,
     env: str | None = None,
+    **learning: Any,
 ) -> dict[str, Any]:
     """Run one part's benchmark and print its tables.
 
-    ``quick``: small sizes, a smoke run; ``variants``: comma-separated credit variants and
-    ``rl_steps``: each variant's RL steps, ``env``: the env whose recipe it trains, all three
-    for the learning part only.
+    ``quick``: small sizes, a smoke run. For the learning part only: ``variants``
+    (comma-separated credit variants), ``rl_steps`` (RL steps instead of the token budget),
+    ``env`` (the env whose recipe it trains), and in ``learning`` ``seeds``, ``tokens``,
+    ``aggregation`` and ``plot`` (None: the part's default).
     """
     if part not in PARTS:
         raise BadInput(f"unknown bench part {part!r}: available: {', '.join(PARTS)}")
@@ -68,6 +70,7 @@ def run_bench(
         options["rl_steps"] = rl_steps
     if env is not None:
         options["env"] = env
+    options.update((k, v) for k, v in learning.items() if v is not None)
     if options and part != "learning":
         flags = ", ".join(f"--{k.replace('_', '-')}" for k in options)
         raise BadInput(f"{flags} applies to bench learning only, not {part!r}")

@@ -232,6 +232,49 @@ def _replicates(
     return out
 
 
+def nested_bootstrap_ci(
+    groups: Sequence[np.ndarray],
+    reps: int = DEFAULT_REPS,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> Estimate:
+    """Mean of the groups' means and its two-level percentile bootstrap interval.
+
+    For scores with two sources of variance, e.g. one group per training seed holding that
+    seed's test-run scores: each replicate draws the groups with replacement, then the scores
+    within each drawn group with replacement, and takes the mean of the group means. The
+    interval therefore covers both the training seeds and the test seeds, where a bootstrap
+    of the pooled scores would treat the few training seeds as if they were many.
+
+    Args:
+        groups: one 1-D array of scores per group (each non-empty).
+        reps: bootstrap replicates (at least 1).
+        seed: seeds ``np.random.default_rng``.
+        confidence: coverage of the two-sided interval, strictly between 0 and 1.
+
+    Raises:
+        ValueError: no group, an empty group, ``reps < 1`` or ``confidence`` outside (0, 1).
+    """
+    arrays = [np.asarray(g, dtype=np.float64).reshape(-1) for g in groups]
+    if not arrays or any(a.size == 0 for a in arrays):
+        raise ValueError("need at least one group, and no empty group")
+    if reps < 1:
+        raise ValueError(f"reps must be at least 1, got {reps}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence}")
+    rng = np.random.default_rng(seed)
+    point = float(np.mean([a.mean() for a in arrays]))
+    stats = np.empty(reps, dtype=np.float64)
+    for r in range(reps):
+        drawn = rng.integers(0, len(arrays), size=len(arrays))
+        stats[r] = np.mean(
+            [arrays[g][rng.integers(0, arrays[g].size, arrays[g].size)].mean() for g in drawn]
+        )
+    alpha = (1.0 - confidence) / 2
+    low, high = np.percentile(stats, [100 * alpha, 100 * (1.0 - alpha)])
+    return Estimate(point, float(low), float(high))
+
+
 # ---------------------------------------------------------------------------- summaries
 
 

@@ -1,73 +1,108 @@
-"""Learning on this machine: test-split success against training wall-clock for the tiny policy.
+"""Learning, compared fairly: credit variants at an equal budget of generated tokens.
 
-The env is Search-Menu-Small (or another env with a recipe, ``--env``). One SFT warm start
-from the oracle's demonstrations, then each credit variant from that same checkpoint with
-the same seed and step budget; every kept checkpoint is evaluated greedily on the test split
-over many seeds through the harness, and each variant is compared with grpo (and grpo with
-SFT alone) through the paired comparison of ``agentgym compare``. Evaluation time is never
-counted as training time.
+For each training seed: one SFT warm start from the oracle's demonstrations (the env's recipe
+in :data:`~agentgym.baselines.config.RECIPES`), then every variant from that same checkpoint
+with that seed, each until its rollouts have generated the same number of tokens (a tree
+sampler or a refilling one spends the budget differently, never more). Every variant uses one
+loss aggregation (``--aggregation``, token-mean by default; ``--aggregation own`` lets each
+variant use its paper's, when aggregation is the thing compared). Only final checkpoints are
+scored, greedily on the test split over many seeds through the harness; a few checkpoints
+along the budget are scored too, for the curve, never for the headline.
+
+Reported: per variant, the mean over training seeds with a two-level bootstrap interval over
+training seeds and test seeds (:func:`~agentgym.harness.stats.nested_bootstrap_ci`), each
+seed's own success, and the paired difference against grpo (same seeds, same test episodes)
+with the same two-level interval; a plot of test success against generated tokens with a band
+over the seeds. Evaluation time is never counted as training time.
 """
 
 from __future__ import annotations
 
-import json
+import csv
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from agentgym.baselines.config import RECIPES, SEARCH_MENU_SMALL, TrainConfig
 from agentgym.core.errors import BadInput
+from agentgym.harness.stats import nested_bootstrap_ci, run_scores
 
 ENV_ID = SEARCH_MENU_SMALL.env
-GOAL = {"success": 0.8, "seconds": 15 * 60}
-"""The target on Search-Menu-Small: test success of SFT + RL within 15 CPU minutes of training
-(other envs report no goal)."""
+TOKENS = 80_000
+"""The default budget of generated tokens per RL run: about 30 steps of the Search-Menu-Small
+recipe (about 2,500 tokens a step), which with its warm start makes a training run of about
+10 minutes on 2 cores, so that three seeds of several variants stay affordable."""
+CURVE = (0.25, 0.5, 0.75)
+"""Fractions of the budget whose checkpoints are scored for the curve (the final one always)."""
 
 
 @dataclass(frozen=True)
 class Budget:
-    """What every variant gets: training settings and the test seeds per checkpoint.
+    """What every variant gets, stated in every output.
 
-    The training settings are the warm start's and each variant's, in one ``TrainConfig``
-    (``steps`` is each variant's RL steps).
+    Attributes:
+        train: the recipe (warm start and RL settings; ``rl.token_budget`` is the budget).
+        seeds: the training seeds; each has its own warm start, shared by its variants.
+        test_seeds: test-split seeds per scored checkpoint.
     """
 
     train: TrainConfig
+    seeds: tuple[int, ...]
     test_seeds: int
 
     @property
     def env(self) -> str:
-        """The env id trained on and tested on."""
+        """The env trained and scored on."""
         return self.train.env
 
+    def describe(self) -> str:
+        """One line: budget, seeds, aggregation and scoring."""
+        rl = self.train.rl
+        spend = f"{rl.token_budget:,} generated tokens" if rl.token_budget else f"{rl.steps} steps"
+        return (
+            f"{self.env}: warm start {self.train.sft.steps} SFT steps, then {spend} of RL per "
+            f"variant; training seeds {', '.join(map(str, self.seeds))}; aggregation "
+            f"{rl.aggregation or 'each variant its own'}; final checkpoints, greedy, "
+            f"{self.test_seeds} test seeds"
+        )
 
-def budget_for(env: str, quick: bool = False) -> Budget:
-    """The full (or quick) budget on ``env``, from its recipe in ``RECIPES``."""
+
+def budget_for(
+    env: str,
+    quick: bool = False,
+    *,
+    seeds: int = 3,
+    tokens: int | None = None,
+    aggregation: str = "token-mean",
+) -> Budget:
+    """The budget on ``env`` from its recipe (``quick``: a smoke run, not a measurement).
+
+    Raises:
+        BadInput: no recipe for ``env``, fewer than one seed or token, or a bad aggregation.
+    """
     if env not in RECIPES:
         raise BadInput(f"bench learning has no recipe for {env!r}: choose from {sorted(RECIPES)}")
-    recipe = RECIPES[env]
-    if not quick:
-        return Budget(
-            recipe.with_options(steps=40, checkpoint_every=10, tensorboard=False), test_seeds=100
-        )
-    return Budget(
-        recipe.with_options(
-            preset="nano",
-            sft_steps=20,
-            sft_episodes=10,
-            steps=2,
-            checkpoint_every=1,
-            tasks_per_step=2,
-            group_size=2,
-            tensorboard=False,
-        ),
-        test_seeds=4,
+    if seeds < 1 or (tokens is not None and tokens < 1):
+        raise BadInput(f"--seeds and --tokens must be at least 1, got {seeds} and {tokens}")
+    own = aggregation == "own"
+    base = RECIPES[env].with_options(
+        token_budget=tokens or (400 if quick else TOKENS),
+        aggregation="" if own else aggregation,
+        checkpoint_every=1,
+        eval_every=0,
+        tensorboard=False,
     )
+    if quick:
+        base = base.with_options(
+            preset="nano", sft_steps=20, sft_episodes=10, tasks_per_step=2, group_size=2
+        )
+    return Budget(base, tuple(range(seeds)), test_seeds=4 if quick else 100)
 
 
 def run(
@@ -76,82 +111,76 @@ def run(
     variants: tuple[str, ...] = ("grpo", "gigpo"),
     rl_steps: int | None = None,
     env: str = ENV_ID,
+    seeds: int = 3,
+    tokens: int | None = None,
+    aggregation: str = "token-mean",
+    plot: str | None = None,
 ) -> dict[str, Any]:
-    """Warm start, the variants, the evaluations, the comparisons; prints two tables.
+    """Warm starts, the variants, the evaluations, the comparisons; prints two tables.
 
-    ``rl_steps`` replaces the budget's RL steps per variant; ``env`` picks the recipe.
+    ``rl_steps`` replaces the token budget by a number of RL steps per variant.
     """
     from agentgym.baselines.credit import compose
     from agentgym.registry import make
 
-    budget = budget_for(env, quick)
+    budget = budget_for(env, quick, seeds=seeds, tokens=tokens, aggregation=aggregation)
     if rl_steps is not None:
-        budget = replace(budget, train=budget.train.with_options(steps=rl_steps))
+        budget = replace(budget, train=budget.train.with_options(steps=rl_steps, token_budget=0))
     variants = tuple(dict.fromkeys(variants))
     if not variants:
         raise BadInput("--variants needs at least one credit variant")
     probe = make(budget.env)
     for name in variants:
         # an unknown name, a clash or a misfitting env fails now, not after the warm start
-        compose(name, None).check(probe)
-    base = budget.train.with_options(steps=0)
+        compose(name, {"aggregation": budget.train.rl.aggregation or None}).check(probe)
+    console.print(budget.describe())
     work = Path(tempfile.mkdtemp(prefix="agentgym-bench-learning-"))
     try:
-        return _run(console, budget, base, variants, work)
+        runs = [_seed_runs(console, budget, variants, seed, work) for seed in budget.seeds]
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return _report(console, budget, variants, runs, plot)
 
 
-def _run(
-    console: Console, budget: Budget, base: TrainConfig, variants: tuple[str, ...], work: Path
-) -> dict[str, Any]:
+def _seed_runs(
+    console: Console, budget: Budget, variants: tuple[str, ...], seed: int, work: Path
+) -> dict[str, dict[str, Any]]:
+    """One training seed: its warm start and every variant from it, scored."""
     from agentgym.baselines.train import train
-    from agentgym.harness.compare import compare
 
-    console.print(f"warm start: {base.sft.steps} SFT steps ({base.model.preset} policy)")
-    train(base, work / "warm")
-    sft_ckpt = work / "warm" / "sft"
-    sft_seconds = _train_seconds(sft_ckpt)
-    rows = [_row(budget.env, "sft", 0, sft_seconds, 0, _evaluate(sft_ckpt, budget))]
-    finals: dict[str, dict[str, Any]] = {"sft": rows[0].pop("doc")}
+    base = budget.train.with_options(seed=seed)
+    console.print(f"seed {seed}: warm start")
+    warm = work / f"warm-{seed}"
+    train(base.with_options(steps=0, token_budget=0), warm)
+    out = {"sft": {"doc": _evaluate(warm / "sft", budget), "curve": [], "tokens": 0, "steps": 0}}
     for name in variants:
-        console.print(f"{name}: {budget.train.rl.steps} RL steps from the warm start")
-        out = work / name
-        cfg = base.with_options(
-            credit=name, init=str(sft_ckpt), sft_steps=0, steps=budget.train.rl.steps
-        )
-        train(cfg, out)
-        tokens = _cumulative_tokens(out / "metrics.csv")
-        for ckpt in sorted((out / "steps").iterdir()):
-            doc = _evaluate(ckpt, budget)
-            step = int(ckpt.name.split("_")[1])
-            seconds = sft_seconds + _train_seconds(ckpt)
-            row = _row(budget.env, name, step, seconds, tokens[step], doc)
-            finals[name] = row.pop("doc")
-            rows.append(row)
-    comparisons = {}
-    if "grpo" in finals:
-        comparisons["grpo vs sft"] = _comparison(compare(finals["sft"], finals["grpo"]))
-        for name in variants:
-            if name != "grpo":
-                comparisons[f"{name} vs grpo"] = _comparison(compare(finals["grpo"], finals[name]))
-    _print(console, rows, comparisons, budget)
-    best = max((r for r in rows if r["variant"] != "sft"), key=lambda r: r["mean"], default=None)
-    within = [r for r in rows if r["variant"] != "sft" and r["seconds"] <= GOAL["seconds"]]
+        console.print(f"seed {seed}: {name}")
+        run_dir = work / f"{name}-{seed}"
+        train(base.with_options(credit=name, init=str(warm / "sft"), sft_steps=0), run_dir)
+        out[name] = _scored_run(run_dir, budget)
+    return out
+
+
+def _scored_run(run_dir: Path, budget: Budget) -> dict[str, Any]:
+    """The final checkpoint's results, and the curve's checkpoints' test success."""
+    with (run_dir / "metrics.csv").open() as f:
+        rl = [r for r in csv.DictReader(f) if r["phase"] == "rl"]
+    totals = [float(r["generated_total"]) for r in rl]
+    final = totals[-1] if totals else 0.0
+    curve = []
+    for fraction in CURVE:
+        step = next((i + 1 for i, t in enumerate(totals) if t >= fraction * final), None)
+        if step is not None and step < len(totals):
+            doc = _evaluate(run_dir / "steps" / f"step_{step:05d}", budget)
+            curve.append((totals[step - 1], _mean(doc, budget.env)))
+    doc = _evaluate(run_dir, budget)
+    curve.append((final, _mean(doc, budget.env)))
     return {
-        "part": "learning",
-        "env": budget.env,
-        "budget": {**budget.train.to_json(), "test_seeds": budget.test_seeds},
-        "rows": rows,
-        "comparisons": comparisons,
-        "ratios": {
-            "best success / goal": round(best["mean"] / GOAL["success"], 3)
-            if best and budget.env == ENV_ID
-            else None,
-        },
-        "goal": {**GOAL, "met": any(r["mean"] >= GOAL["success"] for r in within)}
-        if budget.env == ENV_ID
-        else None,
+        "doc": doc,
+        "curve": curve,
+        "tokens": int(final),
+        "steps": len(rl),
+        "seconds": float(rl[-1]["seconds"]) if rl else 0.0,
     }
 
 
@@ -161,63 +190,116 @@ def _evaluate(ckpt: Path, budget: Budget) -> dict[str, Any]:
     return evaluate(str(ckpt), [budget.env], seeds=budget.test_seeds, root_seed=0, split="test")
 
 
-def _train_seconds(ckpt: Path) -> float:
-    manifest = json.loads((ckpt / "agentgym_agent.json").read_text())
-    return float(manifest["config"]["train_seconds"])
+def _mean(doc: dict[str, Any], env: str) -> float:
+    return float(doc["aggregates"][env]["mean"])
 
 
-def _cumulative_tokens(metrics_csv: Path) -> dict[int, int]:
-    """RL step -> policy-loss tokens trained on up to and including that step."""
-    import csv
-
-    total, out = 0, {}
-    with metrics_csv.open() as f:
-        for row in csv.DictReader(f):
-            if row["phase"] == "rl":
-                total += int(float(row.get("tokens") or 0))
-                out[int(row["step"])] = total
-    return out
+def _scores(doc: dict[str, Any], env: str) -> np.ndarray:
+    """The test-run scores of one results document, in run order."""
+    return run_scores(doc["episodes"], env)
 
 
-def _row(
-    env: str, variant: str, step: int, seconds: float, tokens: int, doc: dict[str, Any]
+# ---------------------------------------------------------------------------- report
+
+
+def _report(
+    console: Console,
+    budget: Budget,
+    variants: tuple[str, ...],
+    runs: list[dict[str, dict[str, Any]]],
+    plot: str | None,
 ) -> dict[str, Any]:
-    agg = doc["aggregates"][env]
+    env = budget.env
+    rows = [_row(name, [r[name] for r in runs], env) for name in ("sft", *variants)]
+    comparisons = {}
+    if "grpo" in variants:
+        comparisons["grpo vs sft"] = _paired(runs, "sft", "grpo", env)
+        for name in variants:
+            if name != "grpo":
+                comparisons[f"{name} vs grpo"] = _paired(runs, "grpo", name, env)
+    _print(console, budget, rows, comparisons)
+    if plot:
+        _plot(budget, variants, runs, Path(plot))
+        console.print(f"wrote {plot}")
+    ratios = {
+        f"{r['variant']} / grpo success": round(r["mean"] / grpo["mean"], 3)
+        for grpo in rows
+        if grpo["variant"] == "grpo" and grpo["mean"] > 0
+        for r in rows
+        if r["variant"] not in ("grpo", "sft")
+    }
     return {
-        "variant": variant,
-        "rl_step": step,
-        "seconds": round(seconds, 1),
-        "rl_tokens": tokens,
-        "n": agg["n"],
-        "mean": agg["mean"],
-        "ci_low": agg["ci_low"],
-        "ci_high": agg["ci_high"],
-        "doc": doc,
+        "part": "learning",
+        "env": env,
+        "budget": {
+            **budget.train.to_json(),
+            "seeds": list(budget.seeds),
+            "test_seeds": budget.test_seeds,
+            "scored": "final checkpoints",
+        },
+        "rows": rows,
+        "comparisons": comparisons,
+        "curves": {name: [r[name]["curve"] for r in runs] for name in variants},
+        "ratios": ratios,
     }
 
 
-def _comparison(doc: dict[str, Any]) -> dict[str, Any]:
-    keys = ("diff", "ci_low", "ci_high", "prob_improvement", "n_pairs", "verdict")
-    return {k: doc[k] for k in keys}
+def _row(name: str, per_seed: list[dict[str, Any]], env: str) -> dict[str, Any]:
+    est = nested_bootstrap_ci([_scores(r["doc"], env) for r in per_seed])
+    return {
+        "variant": name,
+        "mean": est.point,
+        "ci_low": est.ci_low,
+        "ci_high": est.ci_high,
+        "per_seed": [_mean(r["doc"], env) for r in per_seed],
+        "generated_tokens": [r["tokens"] for r in per_seed],
+        "rl_steps": [r["steps"] for r in per_seed],
+        "train_seconds": [round(r.get("seconds", 0.0), 1) for r in per_seed],
+        "n": sum(len(_scores(r["doc"], env)) for r in per_seed),
+    }
+
+
+def _paired(runs: list[dict[str, dict[str, Any]]], a: str, b: str, env: str) -> dict[str, Any]:
+    """B − A on the same training seeds and test episodes, with the two-level interval."""
+    diffs = [_scores(r[b]["doc"], env) - _scores(r[a]["doc"], env) for r in runs]
+    est = nested_bootstrap_ci(diffs)
+    sign = "excludes" if est.ci_low > 0 or est.ci_high < 0 else "includes"
+    return {
+        "diff": est.point,
+        "ci_low": est.ci_low,
+        "ci_high": est.ci_high,
+        "per_seed": [float(d.mean()) for d in diffs],
+        "n_pairs": sum(len(d) for d in diffs),
+        "verdict": (
+            f"{b} − {a}: {100 * est.point:+.1f} points, 95% CI [{100 * est.ci_low:+.1f}, "
+            f"{100 * est.ci_high:+.1f}] over training and test seeds ({sign} zero)"
+        ),
+    }
 
 
 def _print(
     console: Console,
+    budget: Budget,
     rows: list[dict[str, Any]],
     comparisons: dict[str, dict[str, Any]],
-    budget: Budget,
 ) -> None:
-    title = f"{budget.env}, test split, {budget.test_seeds} seeds, greedy"
-    table = Table("variant", "RL step", "train s", "RL tokens", "success", "95% CI", title=title)
+    table = Table(
+        "variant",
+        "success",
+        "95% CI (train × test seeds)",
+        "per seed",
+        "generated tokens",
+        "RL steps",
+        title=budget.describe(),
+    )
     for r in rows:
-        ci = f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
         table.add_row(
             r["variant"],
-            str(r["rl_step"]),
-            f"{r['seconds']:.0f}",
-            str(r["rl_tokens"]),
             f"{r['mean']:.3f}",
-            ci,
+            f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
+            " ".join(f"{x:.2f}" for x in r["per_seed"]),
+            " ".join(f"{t:,}" for t in r["generated_tokens"]),
+            " ".join(str(s) for s in r["rl_steps"]),
         )
     console.print(table)
     if comparisons:
@@ -225,3 +307,33 @@ def _print(
         for name, c in comparisons.items():
             paired.add_row(name, c["verdict"])
         console.print(paired)
+
+
+def _plot(
+    budget: Budget, variants: tuple[str, ...], runs: list[dict[str, dict[str, Any]]], path: Path
+) -> None:
+    """Test success against generated tokens: the mean over seeds and its min-max band."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    sft = float(np.mean([_mean(r["sft"]["doc"], budget.env) for r in runs]))
+    ax.axhline(sft, color="grey", linestyle="--", label="warm start (SFT)")
+    for name in variants:
+        curves = [r[name]["curve"] for r in runs]
+        n = min(len(c) for c in curves)
+        x = np.mean([[p[0] for p in c[:n]] for c in curves], axis=0)
+        y = np.array([[p[1] for p in c[:n]] for c in curves])
+        (line,) = ax.plot(x, y.mean(axis=0), "o-", label=name)
+        ax.fill_between(x, y.min(axis=0), y.max(axis=0), color=line.get_color(), alpha=0.2)
+    ax.set(
+        xlabel="generated tokens",
+        ylabel="test success (greedy)",
+        ylim=(-0.02, 1.02),
+        title=f"{budget.env}, {len(runs)} training seeds (band: min to max)",
+    )
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)

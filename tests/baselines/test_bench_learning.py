@@ -10,19 +10,31 @@ from rich.console import Console
 from agentgym.bench import run_bench
 
 
-def test_quick_run_reports_every_checkpoint_and_the_paired_comparisons():
-    doc = run_bench("learning", Console(file=io.StringIO(), width=200), quick=True, rl_steps=3)
-    variants = [r["variant"] for r in doc["rows"]]
-    assert variants[0] == "sft" and variants.count("grpo") == variants.count("gigpo") == 3
-    assert doc["budget"]["steps"] == 3
-    assert all(r["n"] == doc["budget"]["test_seeds"] for r in doc["rows"])
-    seconds = [r["seconds"] for r in doc["rows"] if r["variant"] == "grpo"]
-    assert seconds == sorted(seconds) and seconds[0] >= doc["rows"][0]["seconds"]
-    tokens = [r["rl_tokens"] for r in doc["rows"] if r["variant"] == "grpo"]
-    assert doc["rows"][0]["rl_tokens"] == 0 and 0 < tokens[0] < tokens[1] < tokens[2]
+def test_quick_run_spends_one_token_budget_per_variant_and_seed_and_says_so(tmp_path):
+    console = Console(file=io.StringIO(), width=300)
+    plot = tmp_path / "curves.png"
+    doc = run_bench("learning", console, quick=True, seeds=2, plot=str(plot))
+    budget = doc["budget"]
+    assert (budget["token_budget"], budget["seeds"], budget["aggregation"]) == (
+        400,
+        [0, 1],
+        "token-mean",
+    )
+    assert budget["scored"] == "final checkpoints" and plot.stat().st_size > 0
+    text = console.file.getvalue()
+    assert "400 generated tokens" in text and "training seeds 0, 1" in text
+    assert "aggregation token-mean" in text
+    assert [r["variant"] for r in doc["rows"]] == ["sft", "grpo", "gigpo"]
+    for row in doc["rows"]:
+        assert len(row["per_seed"]) == 2 and row["n"] == 2 * budget["test_seeds"]
+        assert row["ci_low"] <= row["mean"] <= row["ci_high"]
+        if row["variant"] != "sft":  # every run spent the budget, and no more than a step over
+            assert all(t >= 400 for t in row["generated_tokens"]) and min(row["rl_steps"]) >= 1
     assert set(doc["comparisons"]) == {"grpo vs sft", "gigpo vs grpo"}
-    assert all(c["n_pairs"] == doc["budget"]["test_seeds"] for c in doc["comparisons"].values())
-    assert set(doc["goal"]) == {"success", "seconds", "met"}
+    for c in doc["comparisons"].values():
+        assert c["n_pairs"] == 2 * budget["test_seeds"] and len(c["per_seed"]) == 2
+        assert c["ci_low"] <= c["diff"] <= c["ci_high"]
+    assert [len(c) for c in doc["curves"]["grpo"]] == [len(c) for c in doc["curves"]["gigpo"]]
 
 
 def _cli(*args):
@@ -46,6 +58,12 @@ def test_clashing_or_misplaced_variants_exit_2_before_any_work():
     assert zero.returncode == 2 and "at least 1" in zero.stderr
     env = _cli("search", "--quick", "--env", "agentgym/Search-Free-Small-v0")
     assert env.returncode == 2 and "--env applies to bench learning only" in env.stderr
+    seeds = _cli("harness", "--quick", "--seeds", "2")
+    assert seeds.returncode == 2 and "--seeds applies to bench learning only" in seeds.stderr
+    none = _cli("learning", "--quick", "--seeds", "0")
+    assert none.returncode == 2 and "--seeds and --tokens must be at least 1" in none.stderr
+    mode = _cli("learning", "--quick", "--aggregation", "median")
+    assert mode.returncode == 2 and "aggregation" in mode.stderr
 
 
 def test_an_env_without_a_recipe_or_a_variant_that_misfits_it_exits_2_before_any_work():
@@ -67,10 +85,11 @@ def test_the_free_text_recipe_trains_slca_and_dre_from_one_warm_start():
         console,
         quick=True,
         rl_steps=1,
+        seeds=1,
         variants="slca,dre",
         env="agentgym/Search-Free-Small-v0",
     )
-    assert doc["env"] == "agentgym/Search-Free-Small-v0" and doc["goal"] is None
+    assert doc["env"] == "agentgym/Search-Free-Small-v0" and doc["budget"]["steps"] == 1
     assert doc["budget"]["sft_think"] is False
     assert [r["variant"] for r in doc["rows"]] == ["sft", "slca", "dre"]
     assert set(doc["comparisons"]) == set()  # no grpo row to compare against
@@ -83,6 +102,7 @@ def test_the_alfworld_recipe_keeps_the_task_in_view_from_warm_start_to_evaluatio
         console,
         quick=True,
         rl_steps=1,
+        seeds=1,
         variants="gigpo",
         env="agentgym/ALFWorld-Small-v0",
     )

@@ -20,7 +20,9 @@ def test_the_groups_keep_every_flag_name():
     names = {o.name for o in options(TrainConfig)}
     assert names >= FLAT_FLAGS
     # new ones; the privileged view is no training option
-    assert names - FLAT_FLAGS == {"context", "epochs", "minibatches"}
+    assert names - FLAT_FLAGS == {
+        "context", "epochs", "minibatches", "token_budget", "aggregation", "sft_teacher"
+    }  # fmt: skip
 
 
 def test_flags_land_in_their_groups():
@@ -47,6 +49,7 @@ def test_options_round_trip_by_their_flat_names():
         (["--sft-think", "maybe"], "--sft-think expects true or false"),
         (["--layout", "sideways"], "layout must be one of"),
         (["--history"], "--history needs a value"),
+        (["--aggregation", "mean"], "--aggregation must be one of"),
     ],
 )
 def test_bad_options_are_refused_with_one_clear_reason(args, message):

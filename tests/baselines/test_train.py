@@ -455,3 +455,25 @@ def test_ppo_pays_its_kl_penalty_and_bootstraps_truncated_rollouts(setup):
         want = policy.values([prompt], [torch.tensor([eos])])[0][0]
         assert t.extras["next_value"] == pytest.approx(float(want), abs=1e-5)
         assert all(turn.ref_logp is not None for turn in t.turns)
+
+
+def test_a_token_budget_stops_rl_once_the_rollouts_generated_that_many(tmp_path):
+    """Variants that sample differently (trees, refills) get the same budget in generated
+    tokens; the steps then follow from it."""
+    from agentgym.baselines.train import train
+
+    base = TrainConfig.from_options(
+        preset="nano", sft_steps=0, tasks_per_step=1, group_size=2, max_new_tokens=40,
+        eval_every=0, tensorboard=False, aggregation="token-mean",
+    )  # fmt: skip
+
+    def rl_rows(out):
+        with (out / "metrics.csv").open() as f:
+            return [r for r in csv.DictReader(f) if r["phase"] == "rl"]
+
+    one = rl_rows(train(base.with_options(token_budget=1), tmp_path / "one"))
+    assert len(one) == 1
+    first = float(one[0]["generated_total"])
+    assert first == float(one[0]["generated_tokens"]) > 0
+    two = rl_rows(train(base.with_options(token_budget=int(first) + 1), tmp_path / "two"))
+    assert len(two) == 2 and float(two[-1]["generated_total"]) >= first + 1

@@ -224,3 +224,17 @@ def test_plot_writes_a_png(tmp_path):
     path = tmp_path / "sub" / "report.png"
     plot_report(report, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_nested_bootstrap_covers_the_spread_between_groups():
+    from agentgym.harness.stats import nested_bootstrap_ci
+
+    same = [np.array([0.0, 1.0] * 50)] * 3
+    apart = [np.array([0.0, 1.0] * 50) * 0, np.ones(100), np.array([0.0, 1.0] * 50)]
+    tight, wide = nested_bootstrap_ci(same, seed=1), nested_bootstrap_ci(apart, seed=1)
+    assert tight.point == pytest.approx(0.5) and wide.point == pytest.approx(0.5)
+    # three seeds at 0, 1 and 0.5: the interval must span most of [0, 1]; pooled it would not
+    assert wide.ci_high - wide.ci_low > 0.6 > 3 * (tight.ci_high - tight.ci_low)
+    assert nested_bootstrap_ci(apart, seed=1) == wide  # same seed, same interval
+    with pytest.raises(ValueError, match="empty group"):
+        nested_bootstrap_ci([np.ones(3), np.array([])])
