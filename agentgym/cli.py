@@ -417,14 +417,9 @@ def quickstart(
     from agentgym.harness.plot import plot_report
     from agentgym.harness.report import print_report, report_json
 
-    env_id = command("quickstart policy")(out_dir, sft_steps, rl_steps)
-    policy_dir = out_dir / "policy"
-    agents = {
-        "sft+grpo": str(policy_dir),
-        "sft": str(policy_dir / "sft"),
-        "oracle": "oracle",
-        "random": "random",
-    }
+    env_id, trained = command("quickstart policy")(out_dir, sft_steps, rl_steps)
+    agents = {**trained, "oracle": "oracle", "random": "random"}
+    after_rl = next(iter(trained))  # "sft+<variant>"
     results, summary = {}, {}
     for name, agent in agents.items():
         path = out_dir / f"{name}.json"
@@ -432,7 +427,7 @@ def quickstart(
         summary[f"{name} on {env_id}"] = report_json(results[name])[env_id]
         out.print(f"wrote {path}")
     print_report(out, results)
-    for a, b in (("sft", "sft+grpo"), ("random", "sft+grpo")):
+    for a, b in (("sft", after_rl), ("random", after_rl)):
         out.print(f"{b} against {a} (paired): {paired(results[a], results[b])['verdict']}")
     plot_report(summary, out_dir / "report.png")
     out.print(f"wrote {out_dir / 'report.png'}")

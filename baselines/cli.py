@@ -31,11 +31,19 @@ def train_command(args: list[str]) -> None:
     out.print(f"checkpoint: {final} (evaluate it with: agentgym eval --agent {final} ...)")
 
 
-def quickstart_policy(out_dir: Path, sft_steps: int | None, rl_steps: int | None) -> str:
+QUICKSTART_REFERENCES = {"reader": "agentgym.envs.search.reader:ReaderAgent"}
+"""Agents the quickstart scores beside its policy: what is reachable without privileged
+knowledge (the oracle and a random agent bound it from above and below)."""
+
+
+def quickstart_policy(
+    out_dir: Path, sft_steps: int | None, rl_steps: int | None
+) -> tuple[str, dict[str, str]]:
     """Train the quickstart's policy (the Search-Menu-Small recipe) into ``out_dir/policy``.
 
     Returns:
-        The env id the recipe trains on.
+        The env id the recipe trains on, and the agents to score by the names their results
+        carry: ``sft+<variant>`` (after RL), ``sft`` (the warm start) and the references.
     """
     cfg = SEARCH_MENU_SMALL  # the recipe, baselines/config.py
     if sft_steps is not None:
@@ -48,4 +56,5 @@ def quickstart_policy(out_dir: Path, sft_steps: int | None, rl_steps: int | None
     )
     train(cfg, policy_dir)
     out.print(f"wrote {policy_dir} (SFT alone: {policy_dir / 'sft'})")
-    return cfg.env
+    agents = {f"sft+{cfg.credit}": str(policy_dir), "sft": str(policy_dir / "sft")}
+    return cfg.env, {**agents, **QUICKSTART_REFERENCES}

@@ -221,7 +221,7 @@ def test_ablate_reports_each_ablation_as_json():
 
 
 def test_quickstart_runs_the_main_job(tmp_path):
-    """A small budget of the same pipeline: train, evaluate four agents, compare, submit."""
+    """A small budget of the same pipeline: train, evaluate five agents, compare, submit."""
     out = cli("quickstart", "--seeds", "6", "--sft-steps", "10", "--rl-steps", "1", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     folder = tmp_path / "agentgym-quickstart"
@@ -233,7 +233,9 @@ def test_quickstart_runs_the_main_job(tmp_path):
     assert trained["agent"]["checkpoint_sha256"] and len(trained["episodes"]) == 6
     assert "sft+grpo against sft (paired)" in out.stdout and "95% CI" in out.stdout
     board = out.stdout.split("rank")[-1]  # the leaderboard table comes last
-    assert all(name in board for name in ("sft+grpo", "sft", "oracle", "random"))
+    assert all(name in board for name in ("sft+grpo", "sft", "reader", "oracle", "random"))
+    reader = json.loads((folder / "reader.json").read_text())  # no privileged knowledge
+    assert reader["aggregates"][SMALL]["mean"] >= 0.8
     assert (folder / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
