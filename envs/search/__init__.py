@@ -33,6 +33,24 @@ def register() -> None:
             description=f"Multi-hop QA, free-form <search>/<answer> over {pages} pages",
             kwargs=kwargs,
         )
+    # v1: Small's world with every question it yields (1,505 against v0's 300), so that the
+    # train split teaches reading rather than 210 memorisable questions and the test split
+    # (301 questions) can tell small differences apart. v0 stays for comparability.
+    kwargs = {"preset": "small-full"}
+    _register(
+        "agentgym/Search-Menu-Small-v1",
+        _MENU,
+        family="search",
+        description="Multi-hop QA, menu actions over 50 pages, all 1,505 questions",
+        kwargs=kwargs,
+    )
+    _register(
+        "agentgym/Search-Free-Small-v1",
+        _FREE,
+        family="search",
+        description="Multi-hop QA, free-form <search>/<answer> over 50 pages, all questions",
+        kwargs=kwargs,
+    )
     for name, fmt in (("HotpotQA", "hotpotqa"), ("2Wiki", "2wiki")):
         _register(
             f"agentgym/Search-Free-{name}-Official-v0",

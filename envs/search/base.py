@@ -82,7 +82,8 @@ class SearchEnvBase(AgentEnv[str, Any]):
         """Create the env.
 
         Args:
-            preset: "small" (50 pages), "medium" (5,000) or "large" (100,000).
+            preset: "small" (50 pages), "small-full" (the same with every question it
+                yields), "medium" (5,000) or "large" (100,000).
             path: an official dataset's file or folder (Official ids); replaces ``preset``.
             fmt: "hotpotqa" or "2wiki" for ``path`` (detected when None).
             retriever: "bm25" (exact fast BM25Okapi), "bm25-reference" (rank-bm25) or "dense".

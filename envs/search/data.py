@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from agentgym.core.errors import BadInput
 from agentgym.core.paths import cache_dir
 from agentgym.envs.search.questions import Question, generate_questions
@@ -39,10 +41,15 @@ class Preset:
     n_questions: int
     world_seed: int
     question_seed: int
+    stratified: bool = False  # splits drawn per task type (else contiguous, in order)
 
 
 PRESETS = {
     "small": Preset("small", n_pages=50, n_questions=300, world_seed=1001, question_seed=2001),
+    # Small's world with every question it yields (1,505; Small's 300 are their first 300):
+    # enough distinct train questions that a policy must learn to read rather than memorise.
+    # Its splits are stratified by task type: the generator's tail is all comparisons.
+    "small-full": Preset("small-full", 50, 1_000_000, 1001, 2001, stratified=True),
     "medium": Preset("medium", 5000, 3000, world_seed=1002, question_seed=2002),
     "large": Preset("large", 100_000, 10_000, world_seed=1003, question_seed=2003),
 }
@@ -76,10 +83,28 @@ class SearchData:
     _retrievers: dict[tuple[str, str], Retriever] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, name: str, world: World, questions: tuple[Question, ...]) -> SearchData:
-        """Wrap a world and its questions; splits follow :data:`SPLIT_FRACTIONS`."""
-        ids = tuple(q.id for q in questions)
-        splits = {s: ids[r.start : r.stop] for s, r in split_ranges(len(ids)).items()}
+    def build(
+        cls, name: str, world: World, questions: tuple[Question, ...], stratify_seed: int = -1
+    ) -> SearchData:
+        """Wrap a world and its questions; splits follow :data:`SPLIT_FRACTIONS`.
+
+        The splits are contiguous ranges of ``questions`` in order, or, with a
+        ``stratify_seed`` >= 0, the same ranges of each task type's questions shuffled by it
+        (so every split holds the task types in the same proportions).
+        """
+        if stratify_seed < 0:
+            groups = [tuple(q.id for q in questions)]
+        else:
+            rng = np.random.default_rng(stratify_seed)
+            types = sorted({q.task_type for q in questions})
+            groups = []
+            for t in types:
+                ids = [q.id for q in questions if q.task_type == t]
+                groups.append(tuple(ids[i] for i in rng.permutation(len(ids))))
+        splits: dict[str, tuple[str, ...]] = {}
+        for ids in groups:
+            for s, r in split_ranges(len(ids)).items():
+                splits[s] = splits.get(s, ()) + ids[r.start : r.stop]
         return cls(name, world, questions, splits, {q.id: q for q in questions})
 
     @functools.cached_property
@@ -166,7 +191,8 @@ def load(preset_name: str) -> SearchData:
     with _progress(f"generating a {preset.n_pages:,}-page world", enabled=slow):
         world = generate_world(preset.n_pages, preset.world_seed)
         questions = generate_questions(world, preset.n_questions, preset.question_seed)
-    return SearchData.build(preset.name, world, questions)
+    stratify_seed = preset.question_seed if preset.stratified else -1
+    return SearchData.build(preset.name, world, questions, stratify_seed)
 
 
 @functools.lru_cache(maxsize=8)

@@ -38,6 +38,30 @@ def test_split_decides_the_tasks_seeds_draw_from():
     assert drawn <= test_ids and len(drawn) > 10
 
 
+def test_v1_holds_every_question_of_small_s_world_in_stratified_splits():
+    v0 = agentgym.make(SMALL).unwrapped
+    v1 = agentgym.make("agentgym/Search-Menu-Small-v1").unwrapped
+    assert v1._data.world.data_hash() == v0._data.world.data_hash()  # the same 50 pages
+    # v0's questions are v1's first ones, and v0's splits are unchanged by v1
+    assert v1._data.questions[: len(v0._data.questions)] == v0._data.questions
+    assert v0.task_ids("test") == tuple(f"q{i:05d}" for i in range(240, 300))
+    splits = {s: v1.task_ids(s) for s in ("train", "val", "test")}
+    assert sum(map(len, splits.values())) == len(v1._data.questions) > 5 * 300
+    assert len(set().union(*map(set, splits.values()))) == len(v1._data.questions)  # disjoint
+    for s, ids in splits.items():  # stratified: each split holds the types in one proportion
+        shares = {
+            t: sum(v1._data.by_id[i].task_type == t for i in ids) / len(ids)
+            for t in ("bridge", "comparison", "compositional")
+        }
+        whole = {
+            t: sum(q.task_type == t for q in v1._data.questions) / len(v1._data.questions)
+            for t in shares
+        }
+        assert all(abs(shares[t] - whole[t]) < 0.02 for t in shares), (s, shares, whole)
+    again = agentgym.make("agentgym/Search-Free-Small-v1").unwrapped
+    assert again.task_ids("test") == splits["test"]
+
+
 def test_task_id_option_picks_the_task_directly():
     env = agentgym.make(SMALL)
     tid = env.unwrapped.task_ids("val")[0]
