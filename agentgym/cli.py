@@ -389,9 +389,10 @@ def verify(
 
 
 QUICKSTART_HELP = (
-    "The main job end to end on a small default: train the tiny policy on Search-Menu-Small "
-    "(SFT on oracle demonstrations, then GRPO), evaluate SFT alone, SFT + GRPO, the oracle and a "
-    "random agent over many seeds of the test split, report intervals and the paired "
+    "The main job end to end on a small default: train the tiny policy on Search-Menu-Small-v1 "
+    "(SFT on oracle demonstrations, then GRPO), evaluate SFT alone, SFT + GRPO, a reader "
+    "without privileged knowledge, the oracle and a random agent over many seeds of the test "
+    "split, report intervals and the paired "
     "difference, plot, submit to a local leaderboard and print it."
 )
 """``agentgym quickstart --help``: one paragraph, which the terminal reflows."""
@@ -399,7 +400,7 @@ QUICKSTART_HELP = (
 
 @app.command(help=QUICKSTART_HELP)
 def quickstart(
-    seeds: Annotated[int, typer.Option(help="Test-split episodes per agent.")] = 100,
+    seeds: Annotated[int, typer.Option(help="Test-split episodes per agent.")] = 300,
     out_dir: Annotated[
         Path, typer.Option(help="Where the checkpoint, results and plot go.")
     ] = Path("agentgym-quickstart"),

@@ -36,8 +36,8 @@ from agentgym.harness.stats import nested_bootstrap_ci, run_scores
 ENV_ID = SEARCH_MENU_SMALL.env
 TOKENS = 80_000
 """The default budget of generated tokens per RL run: about 30 steps of the Search-Menu-Small
-recipe (about 2,500 tokens a step), which with its warm start makes a training run of about
-10 minutes on 2 cores, so that three seeds of several variants stay affordable."""
+recipe (about 2,700 tokens a step), an RL run of 8-9 minutes on one core; each training seed's
+warm start (2,000 SFT steps, shared by its variants) takes about 17 more."""
 CURVE = (0.25, 0.5, 0.75)
 """Fractions of the budget whose checkpoints are scored for the curve (the final one always)."""
 

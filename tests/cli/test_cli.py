@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+from agentgym.baselines.config import SEARCH_MENU_SMALL
+
 SMALL = "agentgym/Search-Menu-Small-v0"
 
 
@@ -225,17 +227,18 @@ def test_quickstart_runs_the_main_job(tmp_path):
     out = cli("quickstart", "--seeds", "6", "--sft-steps", "10", "--rl-steps", "1", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     folder = tmp_path / "agentgym-quickstart"
+    env = SEARCH_MENU_SMALL.env  # the recipe's env
     assert (folder / "policy" / "agentgym_agent.json").exists()
     assert (folder / "policy" / "sft" / "agentgym_agent.json").exists()
     oracle = json.loads((folder / "oracle.json").read_text())
-    assert oracle["aggregates"][SMALL]["mean"] == 1.0
+    assert oracle["aggregates"][env]["mean"] == 1.0
     trained = json.loads((folder / "sft+grpo.json").read_text())
     assert trained["agent"]["checkpoint_sha256"] and len(trained["episodes"]) == 6
     assert "sft+grpo against sft (paired)" in out.stdout and "95% CI" in out.stdout
     board = out.stdout.split("rank")[-1]  # the leaderboard table comes last
     assert all(name in board for name in ("sft+grpo", "sft", "reader", "oracle", "random"))
     reader = json.loads((folder / "reader.json").read_text())  # no privileged knowledge
-    assert reader["aggregates"][SMALL]["mean"] >= 0.8
+    assert reader["aggregates"][env]["mean"] >= 0.8
     assert (folder / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
