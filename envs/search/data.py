@@ -92,19 +92,18 @@ class SearchData:
         ``stratify_seed`` >= 0, the same ranges of each task type's questions shuffled by it
         (so every split holds the task types in the same proportions).
         """
-        if stratify_seed < 0:
-            groups = [tuple(q.id for q in questions)]
-        else:
+        groups: list[tuple[str, ...]] = [tuple(q.id for q in questions)]
+        if stratify_seed >= 0:
             rng = np.random.default_rng(stratify_seed)
-            types = sorted({q.task_type for q in questions})
-            groups = []
-            for t in types:
-                ids = [q.id for q in questions if q.task_type == t]
-                groups.append(tuple(ids[i] for i in rng.permutation(len(ids))))
+            by_type = [
+                [q.id for q in questions if q.task_type == t]
+                for t in sorted({q.task_type for q in questions})
+            ]
+            groups = [tuple(ids[i] for i in rng.permutation(len(ids))) for ids in by_type]
         splits: dict[str, tuple[str, ...]] = {}
-        for ids in groups:
-            for s, r in split_ranges(len(ids)).items():
-                splits[s] = splits.get(s, ()) + ids[r.start : r.stop]
+        for group in groups:
+            for s, r in split_ranges(len(group)).items():
+                splits[s] = splits.get(s, ()) + group[r.start : r.stop]
         return cls(name, world, questions, splits, {q.id: q for q in questions})
 
     @functools.cached_property
