@@ -11,6 +11,7 @@ import functools
 import importlib
 import importlib.util
 import pkgutil
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,7 +167,11 @@ def make(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
     """``gymnasium.make`` for agentgym ids, with a "did you mean" error for unknown ids."""
     env_info(env_id)
     try:
-        return gym.make(env_id, **kwargs)
+        with warnings.catch_warnings():
+            # An id whose newer version exists stays a maintained benchmark (its results stay
+            # comparable), so gymnasium's "out of date" hint is not what a user should read.
+            warnings.filterwarnings("ignore", ".*is out of date", DeprecationWarning)
+            return gym.make(env_id, **kwargs)
     except TypeError as e:
         if "keyword argument" not in str(e):
             raise

@@ -97,3 +97,14 @@ def test_every_folder_of_envs_is_a_family():
     for name in folders:
         if (root / name / "bench.py").is_file() or (root / name / "bench").is_dir():
             assert PARTS[name] == f"agentgym.envs.{name}.bench"
+
+
+def test_an_id_with_a_newer_version_makes_without_an_out_of_date_warning():
+    # Search-Menu-Small-v0 stays a benchmark of its own beside v1; CLI errors stay one line
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        agentgym.make("agentgym/Search-Menu-Small-v0").close()
+    with pytest.warns(DeprecationWarning, match="out of date"):  # gymnasium's own make hints
+        gym.make("agentgym/Search-Menu-Small-v0").close()
