@@ -35,7 +35,7 @@ def register() -> None:
         )
     # v1: Small's world with every question it yields (1,505 against v0's 300), so that the
     # train split teaches reading rather than 210 memorisable questions and the test split
-    # (301 questions) can tell small differences apart. v0 stays for comparability.
+    # (300 questions) can tell small differences apart. v0 stays for comparability.
     kwargs = {"preset": "small-full"}
     _register(
         "agentgym/Search-Menu-Small-v1",
