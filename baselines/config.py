@@ -197,8 +197,9 @@ SEARCH_MENU_SMALL = TrainConfig.from_options(
 SEARCH_MENU_SMALL_V0 = SEARCH_MENU_SMALL.with_options(
     env="agentgym/Search-Menu-Small-v0", sft_steps=1000, sft_episodes=1000
 )
-"""The recipe as it was on v0's 300 questions, whose 210 train questions the policy memorised
-(teacher-forced decisions right on train 100% of the time, on test 44-60%; test 0.29)."""
+"""The recipe as it was on v0's 300 questions, whose 210 train questions the policy memorised:
+teacher-forced, it copies the question's name into its search on every train state and on 44%
+of test states (test success 0.29)."""
 
 SEARCH_FREE_SMALL = SEARCH_MENU_SMALL_V0.with_options(
     env="agentgym/Search-Free-Small-v0",
