@@ -277,7 +277,7 @@ def bench(
     env: Annotated[
         str | None,
         typer.Option(
-            help="learning only: env whose recipe to train (default agentgym/Search-Menu-Small-v0)."
+            help="learning only: env whose recipe to train (default agentgym/Search-Menu-Small-v1)."
         ),
     ] = None,
     seeds: Annotated[
