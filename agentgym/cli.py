@@ -283,6 +283,16 @@ def bench(
     seeds: Annotated[
         int | None, typer.Option(help="learning only: training seeds per variant (default 3).")
     ] = None,
+    first_seed: Annotated[
+        int | None, typer.Option(help="learning only: the first training seed (default 0).")
+    ] = None,
+    work: Annotated[
+        Path | None,
+        typer.Option(
+            help="learning only: keep the runs in this folder and reuse the finished ones "
+            "(resume, or run seeds in parallel processes; default: a temporary folder)."
+        ),
+    ] = None,
     tokens: Annotated[
         int | None,
         typer.Option(help="learning only: generated tokens per RL run (default 80,000)."),
@@ -302,7 +312,13 @@ def bench(
     from agentgym.bench import run_bench
     from agentgym.harness.results import write_atomic
 
-    learning = {"seeds": seeds, "tokens": tokens, "aggregation": aggregation}
+    learning = {
+        "seeds": seeds,
+        "first_seed": first_seed,
+        "tokens": tokens,
+        "aggregation": aggregation,
+        "work": None if work is None else str(work),
+    }
     doc = run_bench(
         part,
         out,

@@ -56,8 +56,8 @@ def run_bench(
 
     ``quick``: small sizes, a smoke run. For the learning part only: ``variants``
     (comma-separated credit variants), ``rl_steps`` (RL steps instead of the token budget),
-    ``env`` (the env whose recipe it trains), and in ``learning`` ``seeds``, ``tokens``,
-    ``aggregation`` and ``plot`` (None: the part's default).
+    ``env`` (the env whose recipe it trains), and in ``learning`` ``seeds``, ``first_seed``,
+    ``tokens``, ``aggregation``, ``plot`` and ``work`` (None: the part's default).
     """
     if part not in PARTS:
         raise BadInput(f"unknown bench part {part!r}: available: {', '.join(PARTS)}")

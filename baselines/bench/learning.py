@@ -14,11 +14,17 @@ training seeds and test seeds (:func:`~agentgym.harness.stats.nested_bootstrap_c
 seed's own success, and the paired difference against grpo (same seeds, same test episodes)
 with the same two-level interval; a plot of test success against generated tokens with a band
 over the seeds. Evaluation time is never counted as training time.
+
+With ``--work DIR`` the runs stay in DIR and a finished one is reused when its settings match
+(a warm start, a variant's run with its scores): an interrupted benchmark resumes where it
+stopped, and training seeds can run in parallel processes (``--seeds 1 --first-seed 1 --work
+DIR`` in each) before one last call with all the seeds reports them together.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
@@ -80,6 +86,7 @@ def budget_for(
     seeds: int = 3,
     tokens: int | None = None,
     aggregation: str = "token-mean",
+    first_seed: int = 0,
 ) -> Budget:
     """The budget on ``env`` from its recipe (``quick``: a smoke run, not a measurement).
 
@@ -90,6 +97,8 @@ def budget_for(
         raise BadInput(f"bench learning has no recipe for {env!r}: choose from {sorted(RECIPES)}")
     if seeds < 1 or (tokens is not None and tokens < 1):
         raise BadInput(f"--seeds and --tokens must be at least 1, got {seeds} and {tokens}")
+    if first_seed < 0:
+        raise BadInput(f"--first-seed must be at least 0, got {first_seed}")
     own = aggregation == "own"
     base = RECIPES[env].with_options(
         token_budget=tokens or (400 if quick else TOKENS),
@@ -102,7 +111,8 @@ def budget_for(
         base = base.with_options(
             preset="nano", sft_steps=20, sft_episodes=10, tasks_per_step=2, group_size=2
         )
-    return Budget(base, tuple(range(seeds)), test_seeds=4 if quick else 100)
+    seed_range = tuple(range(first_seed, first_seed + seeds))
+    return Budget(base, seed_range, test_seeds=4 if quick else 100)
 
 
 def run(
@@ -115,15 +125,21 @@ def run(
     tokens: int | None = None,
     aggregation: str = "token-mean",
     plot: str | None = None,
+    first_seed: int = 0,
+    work: str | None = None,
 ) -> dict[str, Any]:
     """Warm starts, the variants, the evaluations, the comparisons; prints two tables.
 
-    ``rl_steps`` replaces the token budget by a number of RL steps per variant.
+    ``rl_steps`` replaces the token budget by a number of RL steps per variant; the training
+    seeds are ``first_seed`` onwards; ``work`` keeps the runs there and reuses finished ones
+    (None: a temporary folder, removed at the end).
     """
     from agentgym.baselines.credit import compose
     from agentgym.registry import make
 
-    budget = budget_for(env, quick, seeds=seeds, tokens=tokens, aggregation=aggregation)
+    budget = budget_for(
+        env, quick, seeds=seeds, tokens=tokens, aggregation=aggregation, first_seed=first_seed
+    )
     if rl_steps is not None:
         budget = replace(budget, train=budget.train.with_options(steps=rl_steps, token_budget=0))
     variants = tuple(dict.fromkeys(variants))
@@ -134,11 +150,17 @@ def run(
         # an unknown name, a clash or a misfitting env fails now, not after the warm start
         compose(name, {"aggregation": budget.train.rl.aggregation or None}).check(probe)
     console.print(budget.describe())
-    work = Path(tempfile.mkdtemp(prefix="agentgym-bench-learning-"))
-    try:
-        runs = [_seed_runs(console, budget, variants, seed, work) for seed in budget.seeds]
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    if work is None:
+        folder = Path(tempfile.mkdtemp(prefix="agentgym-bench-learning-"))
+        try:
+            runs = [_seed_runs(console, budget, variants, seed, folder) for seed in budget.seeds]
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    else:
+        folder = Path(work)
+        if folder.exists() and not folder.is_dir():
+            raise BadInput(f"--work {work} is a file: give a folder")
+        runs = [_seed_runs(console, budget, variants, seed, folder) for seed in budget.seeds]
     return _report(console, budget, variants, runs, plot)
 
 
@@ -149,16 +171,56 @@ def _seed_runs(
     from agentgym.baselines.train import train
 
     base = budget.train.with_options(seed=seed)
-    console.print(f"seed {seed}: warm start")
     warm = work / f"warm-{seed}"
-    train(base.with_options(steps=0, token_budget=0), warm)
-    out = {"sft": {"doc": _evaluate(warm / "sft", budget), "curve": [], "tokens": 0, "steps": 0}}
+    warm_cfg = base.with_options(steps=0, token_budget=0)
+
+    def warm_start() -> dict[str, Any]:
+        train(warm_cfg, warm)
+        return {"doc": _evaluate(warm / "sft", budget), "curve": [], "tokens": 0, "steps": 0}
+
+    warm_key = {"warm start": warm_cfg.to_json(), "test_seeds": budget.test_seeds}
+    out = {"sft": _reused(console, f"seed {seed}: warm start", warm, warm_key, warm_start)}
     for name in variants:
-        console.print(f"seed {seed}: {name}")
         run_dir = work / f"{name}-{seed}"
-        train(base.with_options(credit=name, init=str(warm / "sft"), sft_steps=0), run_dir)
-        out[name] = _scored_run(run_dir, budget)
+        cfg = base.with_options(credit=name, init=str(warm / "sft"), sft_steps=0)
+
+        def rl(cfg: TrainConfig = cfg, run_dir: Path = run_dir) -> dict[str, Any]:
+            train(cfg, run_dir)
+            return _scored_run(run_dir, budget)
+
+        key = {**warm_key, "rl": cfg.to_json()}  # a new warm start invalidates its runs
+        out[name] = _reused(console, f"seed {seed}: {name}", run_dir, key, rl)
     return out
+
+
+DONE = "bench-learning.json"
+"""The file a finished run leaves in its folder: its settings and its scores."""
+
+
+def _reused(
+    console: Console, title: str, folder: Path, key: dict[str, Any], work: Any
+) -> dict[str, Any]:
+    """``work()``'s result, or the one a finished run with settings ``key`` left in ``folder``.
+
+    A folder holding anything else (an interrupted run, other settings) is cleared first.
+    """
+    from agentgym.harness.results import write_atomic
+
+    done = folder / DONE
+    if done.is_file():
+        try:
+            previous = json.loads(done.read_text())
+        except (OSError, ValueError):
+            previous = {}
+        if previous.get("settings") == key:
+            console.print(f"{title}: finished earlier, reused from {folder}")
+            result: dict[str, Any] = previous["result"]
+            return result
+    console.print(title)
+    shutil.rmtree(folder, ignore_errors=True)
+    result = work()
+    write_atomic(done, {"settings": key, "result": result})
+    return result
 
 
 def _scored_run(run_dir: Path, budget: Budget) -> dict[str, Any]:

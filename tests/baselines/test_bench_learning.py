@@ -60,6 +60,8 @@ def test_clashing_or_misplaced_variants_exit_2_before_any_work():
     assert env.returncode == 2 and "--env applies to bench learning only" in env.stderr
     seeds = _cli("harness", "--quick", "--seeds", "2")
     assert seeds.returncode == 2 and "--seeds applies to bench learning only" in seeds.stderr
+    negative = _cli("learning", "--quick", "--first-seed", "-1")
+    assert negative.returncode == 2 and "--first-seed must be at least 0" in negative.stderr
     none = _cli("learning", "--quick", "--seeds", "0")
     assert none.returncode == 2 and "--seeds and --tokens must be at least 1" in none.stderr
     mode = _cli("learning", "--quick", "--aggregation", "median")
@@ -109,3 +111,29 @@ def test_the_alfworld_recipe_keeps_the_task_in_view_from_warm_start_to_evaluatio
     assert doc["env"] == "agentgym/ALFWorld-Small-v0"
     assert (doc["budget"]["history"], doc["budget"]["pin_first"]) == (2, True)
     assert [r["variant"] for r in doc["rows"]] == ["sft", "gigpo"]
+
+
+def test_a_work_folder_resumes_finished_runs_and_lets_seeds_run_apart(tmp_path):
+    work = tmp_path / "work"
+    first = Console(file=io.StringIO(), width=300)
+    one = run_bench("learning", first, quick=True, seeds=1, variants="grpo", work=str(work))
+    model = work / "grpo-0" / "model.safetensors"
+    stamp = model.stat().st_mtime_ns
+    second = Console(file=io.StringIO(), width=300)
+    apart = run_bench(
+        "learning", second, quick=True, seeds=1, first_seed=1, variants="grpo", work=str(work)
+    )
+    assert apart["budget"]["seeds"] == [1] and "seed 0" not in second.file.getvalue()
+    last = Console(file=io.StringIO(), width=300)
+    both = run_bench("learning", last, quick=True, seeds=2, variants="grpo", work=str(work))
+    text = last.file.getvalue()
+    assert text.count("finished earlier, reused") == 4  # two warm starts, two grpo runs
+    assert model.stat().st_mtime_ns == stamp
+    assert [r["per_seed"] for r in both["rows"]] == [
+        a["per_seed"] + b["per_seed"] for a, b in zip(one["rows"], apart["rows"], strict=True)
+    ]
+    changed = Console(file=io.StringIO(), width=300)
+    run_bench("learning", changed, quick=True, seeds=1, tokens=500, variants="grpo", work=str(work))
+    text = changed.file.getvalue()  # another RL budget: the same warm start, a new run
+    assert "warm start: finished earlier" in text and "grpo: finished earlier" not in text
+    assert model.stat().st_mtime_ns != stamp
