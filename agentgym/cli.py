@@ -295,7 +295,9 @@ def bench(
     ] = None,
     tokens: Annotated[
         int | None,
-        typer.Option(help="learning only: generated tokens per RL run (default 80,000)."),
+        typer.Option(
+            help="learning only: generated tokens per RL run (default: the recipe's, else 80,000)."
+        ),
     ] = None,
     aggregation: Annotated[
         str | None,
@@ -405,11 +407,12 @@ def verify(
 
 
 QUICKSTART_HELP = (
-    "The main job end to end on a small default: train the tiny policy on Search-Menu-Small-v1 "
-    "(SFT on oracle demonstrations, then GRPO), evaluate SFT alone, SFT + GRPO, a reader "
-    "without privileged knowledge, the oracle and a random agent over many seeds of the test "
-    "split, report intervals and the paired "
-    "difference, plot, submit to a local leaderboard and print it."
+    "The main job end to end on a small default: train the tiny policy on ALFWorld-Small (SFT "
+    "on oracle demonstrations to its validation plateau, then GRPO), evaluate SFT alone, SFT + "
+    "GRPO, an explorer without privileged knowledge, the oracle and a random agent over many "
+    "seeds of the test split, report intervals and the paired difference, plot, submit to a "
+    "local leaderboard and print it. --env agentgym/Search-Menu-Small-v1 runs the same on the "
+    "multi-hop search menu, with a reader as the reference without privileged knowledge."
 )
 """``agentgym quickstart --help``: one paragraph, which the terminal reflows."""
 
@@ -424,8 +427,20 @@ def quickstart(
         int | None,
         typer.Option(help="Warm-start steps on oracle demonstrations (default: the recipe's)."),
     ] = None,
+    sft_episodes: Annotated[
+        int | None,
+        typer.Option(help="Oracle demonstrations of the warm start (default: the recipe's)."),
+    ] = None,
     rl_steps: Annotated[
-        int | None, typer.Option(help="GRPO steps after the warm start (default: the recipe's).")
+        int | None,
+        typer.Option(help="RL steps after the warm start (default: the recipe's budget)."),
+    ] = None,
+    env: Annotated[
+        str | None,
+        typer.Option(
+            help="Train and score on this env's recipe instead (agentgym/Search-Menu-Small-v1, "
+            "agentgym/Search-Menu-Small-v0, agentgym/Search-Free-Small-v0)."
+        ),
     ] = None,
 ) -> None:
     """The main job end to end on a small default (what it does: :data:`QUICKSTART_HELP`)."""
@@ -434,7 +449,9 @@ def quickstart(
     from agentgym.harness.plot import plot_report
     from agentgym.harness.report import print_report, report_json
 
-    env_id, trained = command("quickstart policy")(out_dir, sft_steps, rl_steps)
+    env_id, trained = command("quickstart policy")(
+        out_dir, env, {"sft_steps": sft_steps, "sft_episodes": sft_episodes, "steps": rl_steps}
+    )
     agents = {**trained, "oracle": "oracle", "random": "random"}
     after_rl = next(iter(trained))  # "sft+<variant>"
     results, summary = {}, {}

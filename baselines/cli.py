@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentgym.baselines.config import SEARCH_MENU_SMALL, TrainConfig
+from agentgym.baselines.config import (
+    ALFWORLD_SMALL,
+    QUICKSTART,
+    RECIPES,
+    SEARCH_MENU_SMALL,
+    SEARCH_MENU_SMALL_V0,
+    TrainConfig,
+)
 from agentgym.baselines.options import options_help, parse_options
 from agentgym.baselines.train import train
 from agentgym.core.errors import BadInput
@@ -31,30 +38,47 @@ def train_command(args: list[str]) -> None:
     out.print(f"checkpoint: {final} (evaluate it with: agentgym eval --agent {final} ...)")
 
 
-QUICKSTART_REFERENCES = {"reader": "agentgym.envs.search.reader:ReaderAgent"}
-"""Agents the quickstart scores beside its policy: what is reachable without privileged
-knowledge (the oracle and a random agent bound it from above and below)."""
+READER = {"reader": "agentgym.envs.search.reader:ReaderAgent"}
+QUICKSTART_REFERENCES = {
+    SEARCH_MENU_SMALL.env: READER,
+    SEARCH_MENU_SMALL_V0.env: READER,
+    ALFWORLD_SMALL.env: {"explorer": "agentgym.envs.text.alfworld_explorer:ExplorerAgent"},
+}
+"""Agents the quickstart scores beside its policy, per env: what is reachable without
+privileged knowledge (the oracle and a random agent bound it from above and below)."""
 
 
 def quickstart_policy(
-    out_dir: Path, sft_steps: int | None, rl_steps: int | None
+    out_dir: Path, env: str | None, changes: dict[str, int | None]
 ) -> tuple[str, dict[str, str]]:
-    """Train the quickstart's policy (the Search-Menu-Small recipe) into ``out_dir/policy``.
+    """Train the quickstart's policy into ``out_dir/policy``.
+
+    The recipe is ``env``'s (default :data:`QUICKSTART`'s), with the options in ``changes``
+    replaced where not None (``steps`` replaces a token budget too).
 
     Returns:
         The env id the recipe trains on, and the agents to score by the names their results
         carry: ``sft+<variant>`` (after RL), ``sft`` (the warm start) and the references.
+
+    Raises:
+        BadInput: ``env`` has no recipe.
     """
-    cfg = SEARCH_MENU_SMALL  # the recipe, baselines/config.py
-    if sft_steps is not None:
-        cfg = cfg.with_options(sft_steps=sft_steps)
-    if rl_steps is not None:
-        cfg = cfg.with_options(steps=rl_steps)
+    env = env or QUICKSTART.env
+    if env not in RECIPES:
+        raise BadInput(f"the quickstart has no recipe for {env!r}: choose from {sorted(RECIPES)}")
+    cfg = RECIPES[env]  # the recipes, baselines/config.py
+    changes = {name: value for name, value in changes.items() if value is not None}
+    if "steps" in changes:
+        changes["token_budget"] = 0
+    cfg = cfg.with_options(**changes)
+    rl = cfg.rl
+    spend = f"{rl.token_budget:,} generated tokens" if rl.token_budget else f"{rl.steps} steps"
     policy_dir = out_dir / "policy"
     out.print(
-        f"training the tiny policy: {cfg.sft.steps} SFT steps, then {cfg.rl.steps} GRPO steps"
+        f"training the tiny policy on {env}: {cfg.sft.steps} SFT steps, then {spend} of "
+        f"{cfg.credit}"
     )
     train(cfg, policy_dir)
     out.print(f"wrote {policy_dir} (SFT alone: {policy_dir / 'sft'})")
     agents = {f"sft+{cfg.credit}": str(policy_dir), "sft": str(policy_dir / "sft")}
-    return cfg.env, {**agents, **QUICKSTART_REFERENCES}
+    return cfg.env, {**agents, **QUICKSTART_REFERENCES.get(env, {})}

@@ -41,9 +41,10 @@ from agentgym.harness.stats import nested_bootstrap_ci, run_scores
 
 ENV_ID = SEARCH_MENU_SMALL.env
 TOKENS = 80_000
-"""The default budget of generated tokens per RL run: about 30 steps of the Search-Menu-Small
-recipe (about 2,700 tokens a step), an RL run of 8-9 minutes on one core; each training seed's
-warm start (2,000 SFT steps, shared by its variants) takes about 17 more."""
+"""The default budget of generated tokens per RL run where the recipe sets none: about 30 steps
+of the Search-Menu-Small recipe (about 2,700 tokens a step), an RL run of 8-9 minutes on one
+core; each training seed's warm start (2,000 SFT steps, shared by its variants) takes about 17
+more. A recipe with a token budget of its own (ALFWorld-Small's) is measured at that budget."""
 CURVE = (0.25, 0.5, 0.75)
 """Fractions of the budget whose checkpoints are scored for the curve (the final one always)."""
 
@@ -101,7 +102,7 @@ def budget_for(
         raise BadInput(f"--first-seed must be at least 0, got {first_seed}")
     own = aggregation == "own"
     base = RECIPES[env].with_options(
-        token_budget=tokens or (400 if quick else TOKENS),
+        token_budget=tokens or (400 if quick else RECIPES[env].rl.token_budget or TOKENS),
         aggregation="" if own else aggregation,
         checkpoint_every=1,
         eval_every=0,

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from agentgym.baselines.config import SEARCH_MENU_SMALL
+from agentgym.baselines.config import QUICKSTART
 
 SMALL = "agentgym/Search-Menu-Small-v0"
 
@@ -224,10 +224,15 @@ def test_ablate_reports_each_ablation_as_json():
 
 def test_quickstart_runs_the_main_job(tmp_path):
     """A small budget of the same pipeline: train, evaluate five agents, compare, submit."""
-    out = cli("quickstart", "--seeds", "6", "--sft-steps", "10", "--rl-steps", "1", cwd=tmp_path)
+    out = cli(
+        "quickstart",
+        *("--seeds", "6", "--sft-steps", "10", "--sft-episodes", "10", "--rl-steps", "1"),
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     folder = tmp_path / "agentgym-quickstart"
-    env = SEARCH_MENU_SMALL.env  # the recipe's env
+    env = QUICKSTART.env  # the default recipe's env
+    assert env == "agentgym/ALFWorld-Small-v0" and f"on {env}: 10 SFT steps" in out.stdout
     assert (folder / "policy" / "agentgym_agent.json").exists()
     assert (folder / "policy" / "sft" / "agentgym_agent.json").exists()
     oracle = json.loads((folder / "oracle.json").read_text())
@@ -236,10 +241,31 @@ def test_quickstart_runs_the_main_job(tmp_path):
     assert trained["agent"]["checkpoint_sha256"] and len(trained["episodes"]) == 6
     assert "sft+grpo against sft (paired)" in out.stdout and "95% CI" in out.stdout
     board = out.stdout.split("rank")[-1]  # the leaderboard table comes last
-    assert all(name in board for name in ("sft+grpo", "sft", "reader", "oracle", "random"))
-    reader = json.loads((folder / "reader.json").read_text())  # no privileged knowledge
-    assert reader["aggregates"][env]["mean"] >= 0.8
+    assert all(name in board for name in ("sft+grpo", "sft", "explorer", "oracle", "random"))
+    explorer = json.loads((folder / "explorer.json").read_text())  # no privileged knowledge
+    assert explorer["aggregates"][env]["mean"] >= 0.5
     assert (folder / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_quickstart_on_the_search_menu_scores_its_reader(tmp_path):
+    env = "agentgym/Search-Menu-Small-v1"
+    out = cli(
+        "quickstart",
+        *("--env", env, "--seeds", "6", "--sft-steps", "10", "--sft-episodes", "10"),
+        *("--rl-steps", "1"),
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    folder = tmp_path / "agentgym-quickstart"
+    board = out.stdout.split("rank")[-1]
+    assert all(name in board for name in ("sft+grpo", "sft", "reader", "oracle", "random"))
+    reader = json.loads((folder / "reader.json").read_text())
+    assert reader["aggregates"][env]["mean"] >= 0.8
+    assert not (folder / "explorer.json").exists()
+    unknown = cli("quickstart", "--env", "agentgym/Search-Menu-Large-v0", cwd=tmp_path)
+    assert unknown.returncode == 2 and "no recipe for 'agentgym/Search-Menu-Large-v0'" in (
+        unknown.stderr
+    )
 
 
 def test_report_json_and_plot(tmp_path):
