@@ -151,17 +151,14 @@ def run(
         # an unknown name, a clash or a misfitting env fails now, not after the warm start
         compose(name, {"aggregation": budget.train.rl.aggregation or None}).check(probe)
     console.print(budget.describe())
-    if work is None:
-        folder = Path(tempfile.mkdtemp(prefix="agentgym-bench-learning-"))
-        try:
-            runs = [_seed_runs(console, budget, variants, seed, folder) for seed in budget.seeds]
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-    else:
-        folder = Path(work)
-        if folder.exists() and not folder.is_dir():
-            raise BadInput(f"--work {work} is a file: give a folder")
+    if work is not None and Path(work).exists() and not Path(work).is_dir():
+        raise BadInput(f"--work {work} is a file: give a folder")
+    folder = Path(work or tempfile.mkdtemp(prefix="agentgym-bench-learning-"))
+    try:
         runs = [_seed_runs(console, budget, variants, seed, folder) for seed in budget.seeds]
+    finally:
+        if work is None:
+            shutil.rmtree(folder, ignore_errors=True)
     return _report(console, budget, variants, runs, plot)
 
 
