@@ -457,7 +457,9 @@ def quickstart(
     results, summary = {}, {}
     for name, agent in agents.items():
         path = out_dir / f"{name}.json"
-        results[name] = evaluate(agent, [env_id], seeds=seeds, out=path, overwrite=True)
+        results[name] = evaluate(
+            agent, [env_id], seeds=seeds, out=path, overwrite=True, progress=True
+        )
         summary[f"{name} on {env_id}"] = report_json(results[name])[env_id]
         out.print(f"wrote {path}")
     print_report(out, results)

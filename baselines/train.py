@@ -16,7 +16,6 @@ import copy
 import csv
 import json
 import re
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +38,7 @@ from agentgym.baselines.rollout import EnvPool, RolloutConfig
 from agentgym.baselines.scoring import turn_logprobs
 from agentgym.core.errors import BadInput
 from agentgym.registry import make
+from agentgym.terminal import Progress
 
 
 def credit_settings(cfg: TrainConfig) -> dict[str, Any]:
@@ -133,30 +133,46 @@ def oracle_demos(cfg: TrainConfig, policy: Any) -> list[Demo]:
     """
     env = make(cfg.env, split="train")
     teacher = _teacher(cfg, env)
-    tokenizer = policy.tokenizer
-    eos = tokenizer.eos_id
     rng = np.random.default_rng([cfg.seed, 1])
     demos: list[Demo] = []
-    for seed in range(cfg.seed, cfg.seed + cfg.sft.episodes):
-        obs, info = env.reset(seed=seed)
-        teacher.reset(cfg.env, seed)
-        history = History(policy, cfg.prompt)
-        while True:
-            history.observe(obs, info)
-            action = str(teacher.act(obs, info))
-            label = action if cfg.sft.think else _THINK.sub("", action)
-            response = [*tokenizer.encode(label), eos]
-            prompt = history.prompt()
-            demos.append((torch.tensor(prompt), torch.tensor(response)))
-            admissible = [str(a) for a in info.get("admissible_actions") or ()]
-            if admissible and cfg.sft.noise > 0 and rng.random() < cfg.sft.noise:
-                action = admissible[int(rng.integers(len(admissible)))]
-                response = [*tokenizer.encode(action), eos]
-            history.act(response)
-            obs, _, term, trunc, info = env.step(action)
-            if term or trunc:
-                break
+    label = f"warm start: {cfg.sft.teacher}'s demonstrations"
+    with Progress(label, cfg.sft.episodes, unit="episodes") as progress:
+        for seed in range(cfg.seed, cfg.seed + cfg.sft.episodes):
+            _demo_episode(cfg, env, teacher, policy, seed, rng, demos)
+            progress.advance(states=len(demos))
     return demos
+
+
+def _demo_episode(
+    cfg: TrainConfig,
+    env: Any,
+    teacher: Any,
+    policy: Any,
+    seed: int,
+    rng: np.random.Generator,
+    demos: list[Demo],
+) -> None:
+    """Append one teacher episode's (prompt, response) pairs to ``demos``."""
+    tokenizer = policy.tokenizer
+    eos = tokenizer.eos_id
+    obs, info = env.reset(seed=seed)
+    teacher.reset(cfg.env, seed)
+    history = History(policy, cfg.prompt)
+    while True:
+        history.observe(obs, info)
+        action = str(teacher.act(obs, info))
+        label = action if cfg.sft.think else _THINK.sub("", action)
+        response = [*tokenizer.encode(label), eos]
+        prompt = history.prompt()
+        demos.append((torch.tensor(prompt), torch.tensor(response)))
+        admissible = [str(a) for a in info.get("admissible_actions") or ()]
+        if admissible and cfg.sft.noise > 0 and rng.random() < cfg.sft.noise:
+            action = admissible[int(rng.integers(len(admissible)))]
+            response = [*tokenizer.encode(action), eos]
+        history.act(response)
+        obs, _, term, trunc, info = env.step(action)
+        if term or trunc:
+            break
 
 
 def _teacher(cfg: TrainConfig, env: Any) -> Any:
@@ -194,16 +210,18 @@ def sft(policy: Any, demos: list[Demo], cfg: TrainConfig) -> float:
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_cosine(cfg.sft.steps))
     rng = np.random.default_rng(cfg.seed)
     nll = float("nan")
-    for _ in range(cfg.sft.steps):
-        idx = rng.choice(len(demos), size=min(32, len(demos)), replace=False)
-        logps = policy.logprobs([demos[i][0] for i in idx], [demos[i][1] for i in idx], grad=True)
-        loss = -torch.cat(logps).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.rl.max_grad_norm)
-        optimizer.step()
-        schedule.step()
-        nll = loss.item()
+    with Progress("warm start (SFT)", cfg.sft.steps) as progress:
+        for _ in range(cfg.sft.steps):
+            idx = rng.choice(len(demos), size=min(32, len(demos)), replace=False)
+            prompts, responses = [demos[i][0] for i in idx], [demos[i][1] for i in idx]
+            loss = -torch.cat(policy.logprobs(prompts, responses, grad=True)).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.rl.max_grad_norm)
+            optimizer.step()
+            schedule.step()
+            nll = loss.item()
+            progress.advance(nll=nll)
     return nll
 
 
@@ -330,6 +348,7 @@ def rl_step(
         **metrics,
         **batch.metrics,
         "success": float(np.mean([t.outcome for t in fresh])) if fresh else float("nan"),
+        "return": float(np.mean([t.total_return for t in fresh])) if fresh else float("nan"),
         "invalid_rate": 1.0 - float(np.mean(valid)) if valid else float("nan"),
         "turns": float(np.mean([len(t.turns) for t in fresh])) if fresh else float("nan"),
         "generated_tokens": float(generated),
@@ -413,7 +432,7 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     )
     rng = np.random.default_rng(cfg.seed)
     step = generated = 0
-    with _Progress(cfg.rl.steps if cfg.rl.token_budget <= 0 else 0) as advance:
+    with _rl_progress(cfg) as progress:
         while not _rl_done(cfg, step, generated):
             step += 1
             metrics = rl_step(policy, ref, plan, pool, optimizer, cfg, step, rng)
@@ -427,7 +446,7 @@ def train(cfg: TrainConfig, out: Path) -> Path:
                     with run.paused():
                         metrics["val_success"] = evaluate_checkpoint(ckpt, cfg)
             run.record({"phase": "rl", "step": step, **metrics})
-            advance(metrics)
+            _advance(progress, cfg, step, metrics)
     run.close()
     save_policy_checkpoint(policy, out, metadata=metadata)
     (out / "train_config.json").write_text(json.dumps(cfg.to_json(), indent=1) + "\n")
@@ -547,32 +566,23 @@ def plot_curve(rows: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path)
 
 
-class _Progress:
-    """A progress bar with the last step's success on a terminal; silent otherwise."""
+def _rl_progress(cfg: TrainConfig) -> Progress:
+    """The RL phase's progress: over the token budget if there is one, else over the steps."""
+    label = f"RL ({cfg.credit})"
+    if cfg.rl.token_budget > 0:
+        return Progress(label, cfg.rl.token_budget, unit="generated tokens")
+    return Progress(label, cfg.rl.steps)
 
-    def __init__(self, total: int):
-        self.total = total
-        self.bar: Any = None
-        self.task: Any = None
 
-    def __enter__(self) -> Any:
-        if sys.stderr.isatty() and self.total:
-            from rich.progress import Progress
-
-            self.bar = Progress(transient=True)
-            self.bar.start()
-            self.task = self.bar.add_task("train", total=self.total)
-
-        def advance(metrics: dict[str, float]) -> None:
-            if self.bar is not None:
-                text = f"train (success {metrics.get('success', 0.0):.2f})"
-                self.bar.update(self.task, advance=1, description=text)
-
-        return advance
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+def _advance(progress: Progress, cfg: TrainConfig, step: int, metrics: dict[str, float]) -> None:
+    """One line per RL step: its rollouts' mean return and success (and val success if scored)."""
+    shown: dict[str, float | str] = {"return": metrics["return"], "success": metrics["success"]}
+    if cfg.rl.token_budget > 0:  # the count is in tokens: say which step this was
+        shown = {"step": str(step), **shown}
+    if "val_success" in metrics:
+        shown["val_success"] = metrics["val_success"]
+    done = int(metrics.get("generated_tokens", 0)) if cfg.rl.token_budget > 0 else 1
+    progress.advance(done, line=True, **shown)
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:

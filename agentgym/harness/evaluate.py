@@ -7,7 +7,6 @@ same command resumes an interrupted run; another run's file is refused unless ov
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from agentgym.harness.runner import Unit, execute
 from agentgym.harness.seeds import episode_seeds
 from agentgym.harness.stats import DEFAULT_REPS, aggregate
 from agentgym.registry import env_info, make
+from agentgym.terminal import Progress
 
 Key = tuple[str, int, int]
 
@@ -198,7 +198,8 @@ def evaluate(
     journal = Journal(journal_path(out), identity_of(doc), records) if out else None
     how = {"backend": backend, "workers": workers, "address": address}
     try:
-        _play(units, records, journal, out if transcripts else None, plan.total, progress, **how)
+        bar = _progress(plan, len(records)) if progress else None
+        _play(units, records, journal, out if transcripts else None, bar, **how)
     except KeyboardInterrupt:
         raise _interrupted(journal, len(records), plan.total) from None
     result = finish(doc, records)
@@ -244,13 +245,11 @@ def _play(
     records: list[EpisodeRecord],
     journal: Journal | None,
     transcripts_out: Path | None,
-    total: int,
-    progress: bool,
+    bar: Progress | None,
     **backend: Any,
 ) -> None:
     """Run the units, streaming each finished episode to the journal (and transcripts)."""
     tfile = transcripts_path(transcripts_out).open("a") if transcripts_out else None
-    bar = _bar(total, len(records)) if progress else None
     try:
         for record, steps in execute(units, **backend):
             if tfile is not None:
@@ -260,12 +259,12 @@ def _play(
                 journal.append(record)
             records.append(record)
             if bar:
-                bar.advance()
+                bar.advance(success=_mean_success(records))
     finally:
         if tfile is not None:
             tfile.close()
         if bar:
-            bar.stop()
+            bar.close()
 
 
 def _compact_transcripts(path: Path, keys: set[Key]) -> None:
@@ -285,42 +284,17 @@ def _compact_transcripts(path: Path, keys: set[Key]) -> None:
     tmp.replace(path)
 
 
-class _Bar:
-    """A rich progress bar with episodes/s and ETA, on stderr."""
-
-    def __init__(self, total: int, done: int):
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-        )
-
-        self._progress = Progress(
-            TextColumn("eval"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
-        self._progress.start()
-        self._task = self._progress.add_task("eval", total=total, completed=done, rate="")
-
-    def advance(self) -> None:
-        task = self._progress.tasks[0]
-        rate = f"{task.speed:.1f} ep/s" if task.speed else ""
-        self._progress.update(self._task, advance=1, rate=rate)
-
-    def stop(self) -> None:
-        self._progress.stop()
+def _progress(plan: RunPlan, done: int) -> Progress:
+    """The evaluation's progress over its episodes, ``done`` of them already journaled."""
+    envs = ", ".join(plan.env_ids)
+    bar = Progress(f"eval {plan.agent_spec} on {envs} ({plan.split})", plan.total, unit="episodes")
+    bar.done = done
+    return bar
 
 
-def _bar(total: int, done: int) -> _Bar | None:
-    return _Bar(total, done) if sys.stderr.isatty() else None
+def _mean_success(records: list[EpisodeRecord]) -> float:
+    """The mean success of the episodes so far (shown beside the count)."""
+    return sum(float(r["success"]) for r in records) / len(records)
 
 
 def finish(doc: ResultsHeader, episodes: Iterable[EpisodeRecord]) -> ResultsDoc:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from agentgym.core.paths import cache_dir
 from agentgym.envs.search.questions import Question, generate_questions
 from agentgym.envs.search.retrieval import Retriever
 from agentgym.envs.search.world import World, generate_world
+from agentgym.terminal import Progress
 
 RETRIEVERS = ("bm25", "bm25-reference", "dense")
 CORPORA = ("titles", "pages")
@@ -150,7 +150,8 @@ def _build_retriever(kind: str, texts: list[str], corpus_hash: str) -> Retriever
     if kind == "dense":
         from agentgym.envs.search.retrieval.dense import DenseRetriever
 
-        with _progress(f"embedding {len(texts):,} documents") as bar:
+        label, slow = f"embedding {len(texts):,} documents", len(texts) > 2_000
+        with _progress(label, enabled=slow, total=len(texts)) as bar:
             return DenseRetriever(texts, corpus_hash=corpus_hash, progress=bar)
     from agentgym.envs.search.retrieval.bm25 import BM25Retriever
 
@@ -163,18 +164,21 @@ def _build_retriever(kind: str, texts: list[str], corpus_hash: str) -> Retriever
 
 
 @contextmanager
-def _progress(label: str, enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on stderr (only on a terminal) for slow first-time builds."""
-    if not enabled or not sys.stderr.isatty():
+def _progress(
+    label: str, enabled: bool = True, total: int | None = None
+) -> Iterator[Callable[[int, int], None] | None]:
+    """Progress on stderr (a bar on a terminal, lines elsewhere) for slow first-time builds.
+
+    Yields ``update(done, total)`` for work that counts its units, or None when disabled.
+    """
+    if not enabled:
         yield None
         return
-    from rich.progress import Progress
-
-    with Progress(transient=True) as progress:
-        task = progress.add_task(label, total=None)
+    with Progress(label, total, unit="documents" if total else "steps") as progress:
 
         def update(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
+            progress.total = total
+            progress.advance(done - progress.done)
 
         yield update
 

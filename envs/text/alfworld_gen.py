@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +68,7 @@ from agentgym.envs.text.alfworld_planning import (
 )
 from agentgym.envs.text.alfworld_presets import GENERATOR_VERSION, PRESETS, TASK_TYPES, GenParams
 from agentgym.envs.text.alfworld_scenes import Redraw, Scene, SceneSampler
+from agentgym.terminal import Progress
 
 __all__ = [
     "GENERATOR_VERSION",
@@ -208,6 +208,11 @@ class GameCache:
         self.params = params
         self.root = (root or cache_dir("alfworld")) / params.key()
         self._lock = threading.Lock()
+        # games are made on demand, so the phase has no known end: lines say how far it got
+        self._progress = Progress(
+            f"generating ALFWorld {params.name} games on first use (kept in {self.root})",
+            unit="games",
+        )
 
     def path(self, split: str, index: int) -> Path:
         """The ``game.tw-pddl`` of task ``index`` of ``split``, generated if missing."""
@@ -216,11 +221,9 @@ class GameCache:
         if not game.exists():
             with self._lock:
                 if not game.exists():
-                    print(
-                        f"agentgym: generating ALFWorld {self.params.name} {split} task {index}",
-                        file=sys.stderr,
-                    )
+                    self._progress.start()
                     write_game(generate(self.params, split, index), trial)
+                    self._progress.advance()
         return game
 
 

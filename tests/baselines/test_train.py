@@ -184,6 +184,12 @@ def test_a_tiny_run_leaves_a_checkpoint_the_harness_evaluates(tmp_path):
         "2",
     )
     assert out.returncode == 0, out.stderr
+    # not a terminal: plain progress lines on stderr, one per phase and one per RL step
+    lines = out.stderr.splitlines()
+    assert any(line.startswith("agentgym: warm start (SFT): done, 20 steps") for line in lines)
+    steps = [line for line in lines if line.startswith("agentgym: RL (gigpo): ")]
+    assert [s.split(": ")[2].split(",")[0] for s in steps[1:3]] == ["1/2 steps", "2/2 steps"]
+    assert "success" in steps[1] and "val_success" in steps[1] and "about" in steps[1]
     assert (ckpt / "agentgym_agent.json").exists() and (ckpt / "metrics.csv").exists()
     assert (ckpt / "curve.png").read_bytes()[:4] == b"\x89PNG"
     assert sorted(p.name for p in (ckpt / "steps").iterdir()) == ["step_00001", "step_00002"]
@@ -197,6 +203,7 @@ def test_a_tiny_run_leaves_a_checkpoint_the_harness_evaluates(tmp_path):
         "eval", "--agent", str(ckpt), "--env", SMALL, "--seeds", "3", "--out", str(results)
     )
     assert evaluated.returncode == 0, evaluated.stderr
+    assert f"agentgym: eval {ckpt} on {SMALL} (test): done, 3 episodes" in evaluated.stderr
     doc = json.loads(results.read_text())
     assert doc["agent"]["checkpoint_sha256"] and all(e["error"] is None for e in doc["episodes"])
 
