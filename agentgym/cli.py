@@ -130,11 +130,20 @@ def play(
     seed: Annotated[int, typer.Option(help="Seed of the episode.")] = 0,
     split: Annotated[str, typer.Option(help="train, val or test.")] = "train",
     env_kwarg: EnvKwargs = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Send answers and purchases without asking.")
+    ] = False,
 ) -> None:
-    """Play an episode in the terminal: type a menu number or an action's text."""
+    """Play an episode in the terminal: type an action's number, its text or its start."""
     from agentgym.play import play_episode
 
-    play_episode(env_id, seed=seed, split=split, env_kwargs=parse_env_kwargs(env_kwarg))
+    play_episode(
+        env_id,
+        seed=seed,
+        split=split,
+        env_kwargs=parse_env_kwargs(env_kwarg),
+        confirm=not yes,
+    )
 
 
 @app.command(name="eval")
