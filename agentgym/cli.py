@@ -419,9 +419,11 @@ QUICKSTART_HELP = (
     "The main job end to end on a small default: train the tiny policy on ALFWorld-Small (SFT "
     "on oracle demonstrations to its validation plateau, then GRPO), evaluate SFT alone, SFT + "
     "GRPO, an explorer without privileged knowledge, the oracle and a random agent over many "
-    "seeds of the test split, report intervals and the paired difference, plot, submit to a "
-    "local leaderboard and print it. --env agentgym/Search-Menu-Small-v1 runs the same on the "
-    "multi-hop search menu, with a reader as the reference without privileged knowledge."
+    "seeds of the test split, report intervals and the paired difference, plot, submit to "
+    "the local leaderboard (--db, default the one `agentgym leaderboard` shows; a result "
+    "submitted before is not stored again) and print it. --env agentgym/Search-Menu-Small-v1 "
+    "runs the same on the multi-hop search menu, with a reader as the reference without "
+    "privileged knowledge."
 )
 """``agentgym quickstart --help``: one paragraph, which the terminal reflows."""
 
@@ -451,6 +453,7 @@ def quickstart(
             "agentgym/Search-Menu-Small-v0, agentgym/Search-Free-Small-v0)."
         ),
     ] = None,
+    db: DbOption = None,
 ) -> None:
     """The main job end to end on a small default (what it does: :data:`QUICKSTART_HELP`)."""
     from agentgym.harness.compare import compare as paired
@@ -476,10 +479,8 @@ def quickstart(
         out.print(f"{b} against {a} (paired): {paired(results[a], results[b])['verdict']}")
     plot_report(summary, out_dir / "report.png")
     out.print(f"wrote {out_dir / 'report.png'}")
-    # A leaderboard of its own, so that running the quickstart twice submits nothing twice.
-    db = out_dir / "leaderboard.db"
+    # the user's board; a result stored already (a second run) is not stored again
     command("leaderboard publish")(db, results)
-    out.print(f"see it in a browser: agentgym leaderboard serve --db {db}")
 
 
 def _fail(message: str) -> None:

@@ -37,6 +37,7 @@ from agentgym.baselines.prompt import History
 from agentgym.baselines.rollout import EnvPool, RolloutConfig
 from agentgym.baselines.scoring import turn_logprobs
 from agentgym.core.errors import BadInput
+from agentgym.harness.plot import agg_figure
 from agentgym.registry import make
 from agentgym.terminal import Progress
 
@@ -545,12 +546,8 @@ def evaluate_checkpoint(ckpt: Path, cfg: TrainConfig) -> float:
 
 def plot_curve(rows: list[dict[str, Any]], path: Path) -> None:
     """Rollout success and val success against RL steps (a PNG; matplotlib, no display)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     rl = [r for r in rows if r["phase"] == "rl"]
-    fig = Figure(figsize=(6, 3.5))
-    FigureCanvasAgg(fig)
+    fig = agg_figure(figsize=(6, 3.5))
     ax = fig.add_subplot()
     ax.plot([r["step"] for r in rl], [r["success"] for r in rl], label="rollout success")
     evals = [r for r in rl if "val_success" in r]

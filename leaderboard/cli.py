@@ -7,23 +7,31 @@ Each function does what its ``agentgym`` subcommand promises and prints on
 from __future__ import annotations
 
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
 from agentgym.leaderboard.server import serve as serve_app
-from agentgym.leaderboard.store import Leaderboard
-from agentgym.leaderboard.validate import load_submission
+from agentgym.leaderboard.store import Leaderboard, default_path
+from agentgym.leaderboard.validate import AlreadySubmitted, load_submission
 from agentgym.leaderboard.verify import verify as run_verify
 from agentgym.terminal import out, print_json
 
 
 def submit(results: Path, name: str | None, db: Path | None) -> None:
-    """Validate a results file, add it to the leaderboard and print its rank."""
+    """Validate a results file, add it to the leaderboard and print its rank.
+
+    A result stored already is not stored again: the entry that holds it is named instead.
+    """
     doc, _ = load_submission(results)
     lb = Leaderboard(db)
-    sid = lb.submit(doc, name=name)
+    try:
+        sid = lb.submit(doc, name=name)
+    except AlreadySubmitted as e:
+        sid = e.submission_id
+        out.print(f"already submitted as {sid} ({escape(e.name)}): not stored again")
     for row in lb.rows():
         if row["id"] == sid:
             out.print(f"submission {sid}: rank {row['rank']} on {row['env_id']}")
@@ -69,14 +77,31 @@ def verify(submission_id: int, sample: int, db: Path | None, as_json: bool) -> b
     return bool(doc["verified"])
 
 
-def publish(db: Path, results: dict[str, dict[str, Any]]) -> None:
-    """Submit each named results document to a fresh leaderboard at ``db`` and print it.
+def publish(db: Path | None, results: dict[str, dict[str, Any]]) -> None:
+    """Submit each named results document to the leaderboard at ``db`` and print its board.
 
-    Any earlier database at ``db`` is removed first, so running twice submits nothing twice.
+    Args:
+        db: the database; None for the default one (``agentgym leaderboard``'s).
+        results: results documents by the names they get on the board.
+
+    A document stored already is not stored again, so running twice submits nothing twice.
+    Ends with the command that shows these envs' board.
     """
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
     lb = Leaderboard(db)
     for name, doc in results.items():
-        lb.submit(doc, name=name)
-    show(None, db, as_json=False)
+        try:
+            sid = lb.submit(doc, name=name)
+            out.print(f"submitted {escape(name)} as {sid}")
+        except AlreadySubmitted as e:
+            out.print(f"{escape(name)}: already submitted as {e.submission_id} ({escape(e.name)})")
+    envs = sorted({env["id"] for doc in results.values() for env in doc["envs"]})
+    for env in envs:
+        show(env, lb.path, as_json=False)
+    default = lb.path.resolve() == default_path().resolve()
+    where = "" if default else f" --db {quote(str(lb.path.resolve()))}"
+    only = f" --env {quote(envs[0])}" if len(envs) == 1 else ""
+    for what, command in (
+        ("show this board", f"agentgym leaderboard{only}{where}"),
+        ("in a browser", f"agentgym leaderboard serve{where}"),
+    ):  # soft_wrap: a long path stays on one line, ready to copy
+        out.print(f"{what}: {escape(command)}", highlight=False, soft_wrap=True)

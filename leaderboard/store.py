@@ -6,6 +6,10 @@ submitters queue instead of failing. A submit is one transaction: a process kill
 leaves no trace of it. The whole results document is kept (zlib-compressed canonical JSON) so
 that ``agentgym verify`` can replay its episodes later.
 
+A submission is stored once: a results file whose :func:`validate.result_hash` (its canonical
+JSON without the episodes' wall-clock ``seconds``) is already stored is refused with
+:class:`AlreadySubmitted`, which names the entry that holds it.
+
 A (submission, env) row keeps the columns that rank it (``n``, ``mean``, ``ci_low``,
 ``ci_high``) and the env's whole summary as JSON, so a statistic added to
 :data:`agentgym.harness.stats.STATISTICS` needs no new column.
@@ -33,7 +37,12 @@ from agentgym.core.errors import BadInput
 from agentgym.core.paths import home
 from agentgym.harness.results import EnvSummary, ResultsDoc
 from agentgym.harness.stats import summary_fields
-from agentgym.leaderboard.validate import BadSubmission, check_submission, content_hash
+from agentgym.leaderboard.validate import (
+    AlreadySubmitted,
+    check_submission,
+    content_hash,
+    result_hash,
+)
 
 DB_NAME = "leaderboard.db"
 BUSY_TIMEOUT_S = 60.0
@@ -147,11 +156,27 @@ def _v4_summary_json(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX results_by_env ON results (env_id, mean DESC, ci_low DESC)")
 
 
+def _v5_result_hash(conn: sqlite3.Connection) -> None:
+    """Each submission's :func:`validate.result_hash`, computed from its stored document.
+
+    Two runs of one evaluation differ only in their timings, so their content hashes differ;
+    the result hash makes the second a duplicate. It is not unique: a database may hold
+    such pairs from before, and keeps both.
+    """
+    conn.execute("ALTER TABLE submissions ADD COLUMN result_hash TEXT")
+    stored = conn.execute("SELECT submission_id, encoding, body FROM documents").fetchall()
+    for submission_id, encoding, body in stored:
+        digest = result_hash(_decode(submission_id, encoding, body))
+        conn.execute("UPDATE submissions SET result_hash = ? WHERE id = ?", (digest, submission_id))
+    conn.execute("CREATE INDEX submissions_by_result ON submissions (result_hash)")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     _v1_tables,
     _v2_verification,
     _v3_ascii_content_hash,
     _v4_summary_json,
+    _v5_result_hash,
 )
 """``MIGRATIONS[i]`` brings a database from ``user_version`` i to i + 1."""
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -233,18 +258,19 @@ def connect(path: Path) -> sqlite3.Connection:
 
 
 def _insert_submission(
-    conn: sqlite3.Connection, doc: Mapping[str, Any], name: str, digest: str
+    conn: sqlite3.Connection, doc: Mapping[str, Any], name: str, digests: tuple[str, str]
 ) -> int:
+    """One row of ``submissions``; ``digests`` are the content and the result hash."""
     agent = doc["agent"]
     cursor = conn.execute(
-        """INSERT INTO submissions (name, submitted_at, content_hash, agent_name, agent_spec,
-            checkpoint_sha256, envs, split, root_seed, seeds, episodes_per_seed,
+        """INSERT INTO submissions (name, submitted_at, content_hash, result_hash, agent_name,
+            agent_spec, checkpoint_sha256, envs, split, root_seed, seeds, episodes_per_seed,
             bootstrap_seed, bootstrap_reps)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         (
             name,
             _now(),
-            digest,
+            *digests,
             agent["name"],
             agent["spec"],
             agent.get("checkpoint_sha256"),
@@ -335,6 +361,11 @@ def _verified(value: int | None) -> bool | None:
 # ---------------------------------------------------------------------------- the store
 
 
+def default_path() -> Path:
+    """The database ``agentgym submit`` and ``agentgym leaderboard`` use without ``--db``."""
+    return home() / DB_NAME
+
+
 class Leaderboard:
     """A local leaderboard database.
 
@@ -346,7 +377,7 @@ class Leaderboard:
 
     def __init__(self, path: Path | str | None = None) -> None:
         """Open (creating and migrating if needed) the database at ``path``."""
-        self.path = Path(path) if path is not None else home() / DB_NAME
+        self.path = Path(path) if path is not None else default_path()
         self._conn = connect(self.path)
         self._lock = threading.Lock()
 
@@ -379,36 +410,41 @@ class Leaderboard:
             The new submission id.
 
         Raises:
-            BadSubmission: the document fails a check, or the same content (by canonical
-                JSON, whatever its formatting) was submitted before.
+            AlreadySubmitted: the same result (by :func:`validate.result_hash`: whatever the
+                file's formatting and timings) is stored already; it names that entry.
+            BadSubmission: the document fails a check.
             BadInput: an empty or overlong name.
         """
-        data = canonical(doc)
+        identity = result_hash(doc)
         with self._lock:  # cheap, so before the checks; repeated inside the transaction
-            self._refuse_duplicate(_sha256(data))
+            self._refuse_duplicate(identity)
         check_submission(doc)
-        return self._insert(doc, _clean_name(name, doc), data)
+        return self._insert(doc, _clean_name(name, doc), canonical(doc), identity)
 
-    def _insert(self, doc: Mapping[str, Any], name: str, data: bytes) -> int:
-        """Store a checked document given its canonical JSON ``data`` (half of :meth:`submit`)."""
-        digest = _sha256(data)
+    def _insert(
+        self, doc: Mapping[str, Any], name: str, data: bytes, identity: str | None = None
+    ) -> int:
+        """Store a checked document given its canonical JSON ``data`` (half of :meth:`submit`).
+
+        ``identity`` is its :func:`validate.result_hash`, computed when not given.
+        """
+        digests = (_sha256(data), identity or result_hash(doc))
         body = zlib.compress(data, ZLIB_LEVEL)
         with self._lock, _transaction(self._conn):
-            self._refuse_duplicate(digest)
-            submission_id = _insert_submission(self._conn, doc, name, digest)
+            self._refuse_duplicate(digests[1])
+            submission_id = _insert_submission(self._conn, doc, name, digests)
             _insert_document(self._conn, submission_id, body)
             _insert_results(self._conn, submission_id, doc["aggregates"])
         return submission_id
 
-    def _refuse_duplicate(self, digest: str) -> None:
+    def _refuse_duplicate(self, identity: str) -> None:
+        """Raise :class:`AlreadySubmitted` (naming the first) if ``identity`` is stored."""
         row = self._conn.execute(
-            "SELECT id, name FROM submissions WHERE content_hash = ?", (digest,)
+            "SELECT id, name FROM submissions WHERE result_hash = ? ORDER BY id LIMIT 1",
+            (identity,),
         ).fetchone()
         if row is not None:
-            raise BadSubmission(
-                f"this results file was already submitted as #{row[0]} ({row[1]}): "
-                "each result is ranked once"
-            )
+            raise AlreadySubmitted(row[0], row[1])
 
     def set_verified(self, submission_id: int, ok: bool, note: str) -> None:
         """Record the outcome of ``agentgym verify``.

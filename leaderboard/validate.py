@@ -50,6 +50,28 @@ class BadSubmission(BadInput):
     """A results file the leaderboard refuses (the CLI exits with code 2)."""
 
 
+class AlreadySubmitted(BadSubmission):
+    """The same result is on the board already (a refusal; ``agentgym submit`` exits 0).
+
+    Attributes:
+        submission_id: the id of the entry that holds it.
+        name: that entry's name.
+    """
+
+    def __init__(self, submission_id: int, name: str) -> None:
+        """The refusal naming the entry ``submission_id`` (called ``name``)."""
+        super().__init__(
+            f"this results file was already submitted as #{submission_id} ({name}): "
+            "each result is ranked once"
+        )
+        self.submission_id = submission_id
+        self.name = name
+
+    def __reduce__(self) -> tuple[type[AlreadySubmitted], tuple[int, str]]:
+        """Pickle by the id and name (the message is rebuilt from them)."""
+        return type(self), (self.submission_id, self.name)
+
+
 # ---------------------------------------------------------------------------- loading
 
 
@@ -67,6 +89,25 @@ def content_hash(doc: Mapping[str, Any] | bytes | str) -> str:
     """
     if isinstance(doc, (bytes, str)):
         doc = _parse(doc, "the submission")
+    return hashlib.sha256(canonical(doc)).hexdigest()
+
+
+def result_hash(doc: Doc) -> str:
+    """The sha256 of the document's canonical JSON without its episodes' ``seconds``.
+
+    Wall-clock time is the one field that differs between two runs of the same evaluation
+    (on any backend), so this hash identifies a result: the leaderboard stores each once.
+
+    Args:
+        doc: a parsed results document.
+    """
+    episodes = doc.get("episodes")
+    if isinstance(episodes, list):  # checked later: any input hashes without an error
+        untimed = [
+            {k: v for k, v in e.items() if k != "seconds"} if isinstance(e, dict) else e
+            for e in episodes
+        ]
+        doc = {**doc, "episodes": untimed}
     return hashlib.sha256(canonical(doc)).hexdigest()
 
 

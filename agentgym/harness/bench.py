@@ -6,6 +6,7 @@ CPU-bound episodes, and Ray's per-episode overhead.
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from typing import Any
 
@@ -14,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agentgym.agents import load_agent
-from agentgym.harness.runner import execute
+from agentgym.harness.runner import execute, ray_session
 from agentgym.harness.seeds import episode_seeds
 from agentgym.registry import make
 
@@ -110,20 +111,12 @@ def run(console: Console, quick: bool = False) -> dict[str, Any]:
 
 
 def _ray_row(n: int, local_s: float) -> dict[str, Any] | None:
-    try:
-        import ray
-    except ImportError:
+    if importlib.util.find_spec("ray") is None:
         return None
-    import os
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     start = time.perf_counter()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=40)
-    init_s = time.perf_counter() - start
-    try:
+    with ray_session(num_cpus=2):
+        init_s = time.perf_counter() - start
         ray_s = _harness_s("random", n, backend="ray", workers=2)
-    finally:
-        ray.shutdown()
     return {
         "measure": "ray backend overhead per episode",
         "ms": round((ray_s - local_s) / n * 1000, 4),

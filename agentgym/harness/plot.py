@@ -4,10 +4,37 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentgym.core.errors import BadInput
+from agentgym.core.paths import use_matplotlib_dir
 from agentgym.harness.results import EnvSummary, Summary
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def agg_figure(**kwargs: Any) -> Figure:
+    """A matplotlib figure on the Agg canvas (no display, no pyplot state).
+
+    The one place agentgym imports matplotlib: its cache goes under ``AGENTGYM_HOME``
+    (:func:`agentgym.core.paths.use_matplotlib_dir`), not the user's home.
+
+    Args:
+        **kwargs: passed to ``matplotlib.figure.Figure`` (``figsize``, ``layout``, ...).
+
+    Raises:
+        BadInput: matplotlib is not installed.
+    """
+    use_matplotlib_dir()
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise BadInput("plotting needs matplotlib: pip install matplotlib") from None
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def plot_report(report: Mapping[str, EnvSummary], path: str | Path) -> None:
@@ -26,17 +53,11 @@ def plot_report(report: Mapping[str, EnvSummary], path: str | Path) -> None:
         BadInput: matplotlib is not installed, the report is empty, or the path cannot be
             written.
     """
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise BadInput("plotting needs matplotlib: pip install matplotlib") from None
     if not report:
         raise BadInput("the report has no env to plot")
     labels = list(report)
     rows = sum(1 + len(report[label].get("by_task_type") or {}) for label in labels)
-    fig = Figure(figsize=(8, 1.4 + 0.5 * len(labels) + 0.25 * rows), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = agg_figure(figsize=(8, 1.4 + 0.5 * len(labels) + 0.25 * rows), layout="constrained")
     ax = fig.add_subplot()
     ticks, y = [], 0.0
     for label in labels:  # top to bottom: each env's bar, then its task types

@@ -7,7 +7,11 @@ backends give identical records except ``seconds``.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -99,30 +103,53 @@ def _process(units: list[Unit], workers: int) -> Iterator[Outcome]:
 
 
 def _ray(units: list[Unit], workers: int, address: str | None) -> Iterator[Outcome]:
+    with ray_session(workers if workers > 1 else os.cpu_count(), address) as ray:
+        remote = ray.remote(run_unit)
+        pending = [remote.remote(u) for u in units]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                yield from ray.get(ref)
+
+
+_SHORT_TMP = "/tmp" if sys.platform == "darwin" else None
+"""Where a local Ray's folder goes: macOS's per-user temp folder is too deep for sockets."""
+
+
+@contextlib.contextmanager
+def ray_session(num_cpus: int | None = None, address: str | None = None) -> Iterator[Any]:
+    """Ray for the block: the cluster at ``address``, or a local Ray on ``num_cpus`` cores.
+
+    A Ray the caller started already is used as it is and left running. A local Ray started
+    here keeps its session files (sockets, logs) in a fresh temporary folder, removed after
+    ``ray.shutdown()``, instead of Ray's default ``/tmp/ray``, which nothing cleans.
+
+    Yields:
+        The ``ray`` module.
+
+    Raises:
+        BadInput: Ray is not installed.
+    """
     # Token auth would write ~/.ray/auth_token; a local cluster needs none.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     try:
         import ray
     except ImportError:
         raise BadInput("--backend ray needs Ray: pip install 'agentgym[ray]'") from None
-    started = not ray.is_initialized()
-    if started:
-        options: dict[str, Any] = {
-            "include_dashboard": False,
-            "log_to_driver": False,
-            "logging_level": 40,  # logging.ERROR
-        }
+    if ray.is_initialized():
+        yield ray
+        return
+    options: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": 40,  # logging.ERROR
+    }
+    with contextlib.ExitStack() as stack:
         if address:
             ray.init(address=address, **options)
-        else:  # a local Ray on the machine's cores unless --workers says otherwise
-            ray.init(num_cpus=workers if workers > 1 else os.cpu_count(), **options)
-    remote = ray.remote(run_unit)
-    try:
-        pending = [remote.remote(u) for u in units]
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            for ref in done:
-                yield from ray.get(ref)
-    finally:
-        if started:
-            ray.shutdown()
+        else:  # short: Ray's socket paths inside it must stay under 107 characters
+            temp = tempfile.mkdtemp(prefix="agentgym-ray-", dir=_SHORT_TMP)
+            stack.callback(shutil.rmtree, temp, ignore_errors=True)
+            ray.init(num_cpus=num_cpus, _temp_dir=temp, **options)
+        stack.callback(ray.shutdown)  # first, then the folder
+        yield ray

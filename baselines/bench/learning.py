@@ -37,6 +37,7 @@ from rich.table import Table
 
 from agentgym.baselines.config import RECIPES, SEARCH_MENU_SMALL, TrainConfig
 from agentgym.core.errors import BadInput
+from agentgym.harness.plot import agg_figure
 from agentgym.harness.stats import nested_bootstrap_ci, run_scores
 
 ENV_ID = SEARCH_MENU_SMALL.env
@@ -373,11 +374,7 @@ def _plot(
     budget: Budget, variants: tuple[str, ...], runs: list[dict[str, dict[str, Any]]], path: Path
 ) -> None:
     """Test success against generated tokens: the mean over seeds and its min-max band."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7, 4))
-    FigureCanvasAgg(fig)
+    fig = agg_figure(figsize=(7, 4))
     ax = fig.add_subplot()
     sft = float(np.mean([_mean(r["sft"]["doc"], budget.env) for r in runs]))
     ax.axhline(sft, color="grey", linestyle="--", label="warm start (SFT)")

@@ -10,8 +10,8 @@ from agentgym.baselines.config import QUICKSTART
 SMALL = "agentgym/Search-Menu-Small-v0"
 
 
-def cli(*args, stdin=None, cwd=None):
-    env = {**os.environ, "COLUMNS": "200"}
+def cli(*args, stdin=None, cwd=None, env=None):
+    env = {**os.environ, "COLUMNS": "200", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "agentgym.cli", *args],
         input=stdin,
@@ -245,6 +245,9 @@ def test_quickstart_runs_the_main_job(tmp_path):
     explorer = json.loads((folder / "explorer.json").read_text())  # no privileged knowledge
     assert explorer["aggregates"][env]["mean"] >= 0.5
     assert (folder / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # on the board `agentgym leaderboard` shows (the tests' AGENTGYM_HOME), not one of its own
+    assert f"show this board: agentgym leaderboard --env {env}\n" in out.stdout
+    assert not (folder / "leaderboard.db").exists()
 
 
 def test_quickstart_on_the_search_menu_scores_its_reader(tmp_path):
@@ -266,6 +269,56 @@ def test_quickstart_on_the_search_menu_scores_its_reader(tmp_path):
     assert unknown.returncode == 2 and "no recipe for 'agentgym/Search-Menu-Large-v0'" in (
         unknown.stderr
     )
+
+
+def test_submit_stores_a_result_once_on_the_agentgym_home_board(tmp_path):
+    home = {"AGENTGYM_HOME": str(tmp_path / "home")}
+    first, rerun, other = (tmp_path / f"{name}.json" for name in ("first", "rerun", "other"))
+    for path, root in ((first, "0"), (rerun, "0"), (other, "1")):
+        made = cli(
+            *("eval", "--agent", "random", "--env", SMALL, "--seeds", "4"),
+            "--root-seed",
+            root,
+            "--out",
+            str(path),
+        )
+        assert made.returncode == 0, made.stderr
+    assert cli("submit", str(first), "--name", "mine", env=home).returncode == 0
+    again = cli("submit", str(rerun), env=home)  # the same evaluation run again
+    assert again.returncode == 0, again.stderr
+    assert "already submitted as 1 (mine): not stored again" in again.stdout
+    assert f"submission 1: rank 1 on {SMALL}" in again.stdout
+    changed = cli("submit", str(other), env=home)  # other seeds: another result
+    assert changed.returncode == 0 and "submission 2: rank" in changed.stdout
+    rows = json.loads(cli("leaderboard", "--json", env=home).stdout)
+    assert sorted((r["id"], r["name"]) for r in rows) == [(1, "mine"), (2, "random")]
+
+
+def test_the_quickstart_submits_to_the_agentgym_home_board_once(tmp_path, monkeypatch, capsys):
+    """Its submit step, on small results files: run twice, its entries are stored once."""
+    from agentgym.harness.evaluate import evaluate
+    from agentgym.leaderboard.cli import publish
+    from agentgym.leaderboard.store import Leaderboard
+
+    monkeypatch.setenv("AGENTGYM_HOME", str(tmp_path / "home"))
+    agents = ("oracle", "random")
+    publish(None, {name: evaluate(name, [SMALL], seeds=4) for name in agents})
+    publish(None, {name: evaluate(name, [SMALL], seeds=4) for name in agents})  # a rerun
+    printed = capsys.readouterr().out
+    board = Leaderboard()
+    assert board.path == tmp_path / "home" / "leaderboard.db"
+    assert sorted((r["id"], r["name"]) for r in board.rows()) == [(1, "oracle"), (2, "random")]
+    assert "random: already submitted as 2 (random)" in printed
+    assert f"show this board: agentgym leaderboard --env {SMALL}\n" in printed
+    assert "--db" not in printed
+    other = tmp_path / "other.db"
+    publish(other, {"oracle": evaluate("oracle", [SMALL], seeds=4)})
+    printed = capsys.readouterr().out
+    assert f"show this board: agentgym leaderboard --env {SMALL} --db {other.resolve()}\n" in (
+        printed
+    )
+    assert [r["name"] for r in Leaderboard(other).rows()] == ["oracle"]
+    assert len(board.rows()) == 2
 
 
 def test_report_json_and_plot(tmp_path):

@@ -2,9 +2,11 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -32,7 +34,8 @@ def test_process_backend_gives_identical_records(local_run):
     assert doc["aggregates"] == local_run["aggregates"]
 
 
-def test_ray_backend_gives_identical_records_and_writes_nothing_home(local_run, tmp_path):
+def test_ray_backend_gives_identical_records_and_leaves_no_files(local_run, tmp_path):
+    """Nothing in HOME, and no session folder where Ray puts it by default ($TMPDIR/ray)."""
     code = textwrap.dedent(f"""
         import json
         from agentgym.harness.evaluate import evaluate
@@ -42,19 +45,26 @@ def test_ray_backend_gives_identical_records_and_writes_nothing_home(local_run, 
     """)
     home = tmp_path / "home"
     home.mkdir()
-    env = {**os.environ, "HOME": str(home)}
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    tmp = tempfile.mkdtemp(prefix="agt-", dir="/tmp")  # short: Ray puts sockets in it
+    env = {k: v for k, v in os.environ.items() if k != "RAY_TMPDIR"}
+    env.update(HOME=str(home), TMPDIR=tmp)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=False,
+        )
+        left = os.listdir(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     assert out.returncode == 0, out.stderr[-2000:]
     episodes = json.loads(out.stdout.strip().splitlines()[-1])
     assert strip({"episodes": episodes}) == strip(local_run)
     assert not (home / ".ray").exists()
+    assert left == []  # neither ray/session_* nor the session's own temporary folder
 
 
 SLOW_AGENT = """

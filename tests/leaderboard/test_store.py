@@ -2,6 +2,7 @@ import copy
 import hashlib
 import json
 import os
+import pickle
 import signal
 import sqlite3
 import subprocess
@@ -20,7 +21,12 @@ from agentgym.harness.evaluate import evaluate
 from agentgym.harness.stats import aggregate
 from agentgym.leaderboard import store
 from agentgym.leaderboard.store import SCHEMA_VERSION, Leaderboard
-from agentgym.leaderboard.validate import BadSubmission, content_hash, load_submission
+from agentgym.leaderboard.validate import (
+    AlreadySubmitted,
+    BadSubmission,
+    content_hash,
+    load_submission,
+)
 
 MENU = "agentgym/Search-Menu-Small-v0"
 FREE = "agentgym/Search-Free-Small-v0"
@@ -35,13 +41,13 @@ def base(tmp_path_factory) -> dict:
     return evaluate("oracle", [MENU], seeds=10, root_seed=1, out=out)
 
 
-def with_successes(doc: dict, wins: int, tweak: float = 0.0) -> dict:
+def with_successes(doc: dict, wins: int, tweak: int = 0) -> dict:
     """A copy in which the first ``wins`` runs succeed, with honest aggregates; ``tweak``
-    changes a timing so that equal scores still make a distinct file."""
+    changes a step count so that equal scores still make a distinct result."""
     doc = copy.deepcopy(doc)
     for ep in doc["episodes"]:
         ep["success"] = ep["run"] < wins
-    doc["episodes"][0]["seconds"] += tweak
+    doc["episodes"][0]["steps"] += tweak
     boot = doc["bootstrap"]
     doc["aggregates"] = aggregate(doc["episodes"], bootstrap_seed=boot["seed"], reps=boot["reps"])
     return doc
@@ -80,7 +86,7 @@ def test_rows_rank_per_env_and_mark_ties(base, tmp_path):
     nine = lb.submit(with_successes(base, 9), name="nine")
     none = lb.submit(with_successes(base, 0), name="none")
     eight_a = lb.submit(with_successes(base, 8), name="eight a")
-    eight_b = lb.submit(with_successes(base, 8, tweak=0.5), name="eight b")
+    eight_b = lb.submit(with_successes(base, 8, tweak=1), name="eight b")
     rows = lb.rows()
     assert [r["id"] for r in rows] == [nine, eight_a, eight_b, none]
     assert [r["rank"] for r in rows] == [1, 2, 3, 4]
@@ -143,17 +149,28 @@ def test_unknown_ids_and_bad_names(base, tmp_path):
     assert counts(lb.path) == (0, 0, 0)
 
 
-def test_a_duplicate_is_refused_naming_the_first(base, tmp_path):
+def test_a_result_is_stored_once_and_a_second_submit_names_it(base, tmp_path):
     lb = Leaderboard(tmp_path / "lb.db")
     first = lb.submit(copy.deepcopy(base), name="first")
-    with pytest.raises(BadSubmission, match=f"already submitted as #{first} \\(first\\)"):
+    with pytest.raises(AlreadySubmitted, match=f"already submitted as #{first} \\(first\\)") as e:
         lb.submit(copy.deepcopy(base), name="again")
+    assert (e.value.submission_id, e.value.name) == (first, "first")
+    assert isinstance(e.value, BadSubmission)
+    assert pickle.loads(pickle.dumps(e.value)).submission_id == first  # crosses processes
     reformatted = tmp_path / "reindented.json"
     reformatted.write_text(json.dumps(dict(reversed(list(base.items()))), indent=7))
     doc, _ = load_submission(reformatted)
-    with pytest.raises(BadSubmission, match=f"already submitted as #{first}"):
+    with pytest.raises(AlreadySubmitted, match=f"already submitted as #{first}"):
         lb.submit(doc)
+    rerun = copy.deepcopy(base)  # the same evaluation run again: only its timings differ
+    for ep in rerun["episodes"]:
+        ep["seconds"] += 0.25
+    with pytest.raises(AlreadySubmitted, match=f"already submitted as #{first}"):
+        lb.submit(rerun)
     assert counts(lb.path) == (1, 1, 1)
+    changed = lb.submit(with_successes(base, 10, tweak=1), name="changed")
+    assert changed != first and counts(lb.path) == (2, 2, 2)
+    assert lb.detail(changed)["name"] == "changed"
 
 
 def _truncated(doc: dict, tmp_path: Path) -> dict:
@@ -331,7 +348,7 @@ def test_a_version_1_database_is_upgraded_in_place(base, tmp_path):
         for statement in VERSION_1:
             conn.execute(statement)
     lb = Leaderboard(db)
-    assert user_version(db) == SCHEMA_VERSION == 4
+    assert user_version(db) == SCHEMA_VERSION == 5
     (row,) = lb.rows()
     assert (row["id"], row["name"], row["mean"], row["verified"]) == (1, "old", 0.5, None)
     lb.set_verified(1, True, "checked")
@@ -376,7 +393,7 @@ def test_a_version_2_database_is_migrated(base, tmp_path):
     docs = {
         "oráculo ✓": with_successes(base, 9),
         "eight": with_successes(base, 8),
-        "eight again": with_successes(base, 8, tweak=0.5),
+        "eight again": with_successes(base, 8, tweak=1),
         "none": with_successes(base, 0),
     }
     docs["oráculo ✓"]["agent"]["name"] = "oráculo"
@@ -406,6 +423,36 @@ def test_a_version_2_database_is_migrated(base, tmp_path):
     with pytest.raises(BadSubmission, match="already submitted as #1 \\(oráculo ✓\\)"):
         migrated.submit(copy.deepcopy(docs["oráculo ✓"]))
     assert migrated.submit(with_successes(base, 3)) == 5
+
+
+def test_a_version_4_database_keeps_every_entry_and_finds_duplicates(base, tmp_path, monkeypatch):
+    """Before version 5 a rerun (other timings) was stored again; both entries stay, and
+    submitting either once more names the first."""
+    rerun = copy.deepcopy(base)
+    rerun["episodes"][0]["seconds"] += 1.0
+    docs = {"first": copy.deepcopy(base), "rerun": rerun, "three": with_successes(base, 3)}
+    db = tmp_path / "v4.db"
+    with sqlite3.connect(db) as conn:
+        for statement in VERSION_2:
+            conn.execute(statement)
+        for sid, (name, doc) in enumerate(docs.items(), 1):
+            store_as_version_2(conn, sid, name, doc)
+    with monkeypatch.context() as m:  # this version's code up to version 4
+        m.setattr(store, "MIGRATIONS", store.MIGRATIONS[:4])
+        m.setattr(store, "SCHEMA_VERSION", 4)
+        Leaderboard(db).close()
+    assert user_version(db) == 4
+    lb = Leaderboard(db)
+    assert user_version(db) == SCHEMA_VERSION
+    assert sorted(r["name"] for r in lb.rows()) == ["first", "rerun", "three"]
+    assert [lb.document(sid) for sid in (1, 2, 3)] == list(docs.values())
+    for doc in (base, rerun):
+        with pytest.raises(AlreadySubmitted, match="already submitted as #1 \\(first\\)"):
+            lb.submit(copy.deepcopy(doc))
+    with pytest.raises(AlreadySubmitted, match="#3 \\(three\\)"):
+        lb.submit(with_successes(base, 3))
+    assert lb.submit(with_successes(base, 4)) == 4
+    assert counts(db) == (4, 4, 4)
 
 
 def test_a_version_0_file_gets_every_migration(base, tmp_path):
@@ -438,7 +485,7 @@ def test_a_newer_database_is_refused(tmp_path):
     db = tmp_path / "new.db"
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA user_version = 99")
-    with pytest.raises(BadInput, match="schema version 99, newer than this agentgym's 4"):
+    with pytest.raises(BadInput, match="schema version 99, newer than this agentgym's 5"):
         Leaderboard(db)
 
 
