@@ -202,24 +202,38 @@ def eval_(
 
 @app.command()
 def report(
-    results: Annotated[Path, typer.Argument(help="A results file written by eval.")],
+    results: Annotated[
+        list[Path], typer.Argument(help="Results files written by eval (several: side by side).")
+    ],
     plot: Annotated[Path | None, typer.Option(help="Write a PNG of means and intervals.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Mean, IQM and 95% bootstrap intervals per env and task type (recomputed)."""
+    """Mean, IQM and 95% intervals per env, agent and task type (recomputed).
+
+    With one file --json prints {env_id: summary}; with several, a list of {agent, file,
+    report} in the order given.
+    """
+    from agentgym.harness.plot import plot_report
     from agentgym.harness.report import print_report, report_json
-    from agentgym.harness.results import read_results
+    from agentgym.harness.results import agent_labels, read_results
 
-    doc = read_results(results)
-    summary = report_json(doc)
+    docs = [read_results(path) for path in results]  # every file is checked before any output
+    labels = agent_labels(docs, [str(path) for path in results])
+    summaries = [report_json(doc) for doc in docs]
     if plot is not None:
-        from agentgym.harness.plot import plot_report
-
-        plot_report(summary, plot)
+        plot_report(dict(zip(labels, summaries, strict=True)), plot)
     if as_json:
-        print_json(summary)
+        if len(docs) == 1:
+            print_json(summaries[0])
+        else:
+            print_json(
+                [
+                    {"agent": label, "file": str(path), "report": summary}
+                    for label, path, summary in zip(labels, results, summaries, strict=True)
+                ]
+            )
         return
-    print_report(out, doc)
+    print_report(out, docs[0] if len(docs) == 1 else dict(zip(labels, docs, strict=True)))
     if plot is not None:
         out.print(f"wrote {plot}")
 
@@ -230,15 +244,17 @@ def compare(
     b: Annotated[Path, typer.Argument(help="Results file B.")],
     as_json: JsonFlag = False,
 ) -> None:
-    """Paired difference B - A on the episodes both files share."""
+    """Paired difference B - A on the episodes both files share, naming both sides."""
     from agentgym.harness.compare import compare as paired
     from agentgym.harness.results import read_results
 
-    doc = paired(read_results(a), read_results(b))
+    doc = paired(read_results(a), read_results(b), files=(str(a), str(b)))
     if as_json:
         print_json(doc)
         return
-    out.print(doc["verdict"])
+    out.print(escape(doc["verdict"]), soft_wrap=True)
+    for env_id, sub in (doc.get("by_env") or {}).items():
+        out.print(escape(f"  on {env_id}: {sub['verdict']}"), soft_wrap=True)
 
 
 @app.command()
@@ -472,11 +488,13 @@ def quickstart(
         results[name] = evaluate(
             agent, [env_id], seeds=seeds, out=path, overwrite=True, progress=True
         )
-        summary[f"{name} on {env_id}"] = report_json(results[name])[env_id]
+        summary[name] = report_json(results[name])
         out.print(f"wrote {path}")
     print_report(out, results)
     for a, b in (("sft", after_rl), ("random", after_rl)):
-        out.print(f"{b} against {a} (paired): {paired(results[a], results[b])['verdict']}")
+        files = (str(out_dir / f"{a}.json"), str(out_dir / f"{b}.json"))
+        comparison = paired(results[a], results[b], names=(a, b), files=files)
+        out.print(escape(f"paired: {comparison['verdict']}"), soft_wrap=True)
     plot_report(summary, out_dir / "report.png")
     out.print(f"wrote {out_dir / 'report.png'}")
     # the user's board; a result stored already (a second run) is not stored again

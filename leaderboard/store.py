@@ -320,11 +320,13 @@ def _stored_summary(summary: EnvSummary) -> dict[str, Any]:
     """The fields of a submitted summary that the board keeps, in summary order.
 
     Every field of :func:`agentgym.harness.stats.summary_fields` (checked against the
-    episodes before storing; statistics as floats, as the ranking columns hold them) and
-    ``by_task_type`` as submitted.
+    episodes before storing; statistics as floats, as the ranking columns hold them), the
+    interval's ``ci_method`` where the file names it, and ``by_task_type`` as submitted.
     """
     values: dict[str, Any] = dict(summary)
     kept = {f: values[f] if f == "n" else float(values[f]) for f in summary_fields()}
+    if "ci_method" in values:
+        kept["ci_method"] = values["ci_method"]
     return {**kept, "by_task_type": values.get("by_task_type", {})}
 
 
@@ -517,8 +519,8 @@ class Leaderboard:
         Returns:
             ``{id, name, submitted_at, content_hash, agent: {name, spec, checkpoint_sha256},
             envs, split, root_seed, seeds, episodes_per_seed, bootstrap: {seed, reps},
-            aggregates: {env_id: {n, mean, iqm, ci_low, ci_high, by_task_type}}, verified,
-            verify_note, verified_at}``.
+            aggregates: {env_id: {n, mean, iqm, ci_low, ci_high, ci_method?, by_task_type}},
+            verified, verify_note, verified_at}``.
 
         Raises:
             BadInput: no such submission.

@@ -12,7 +12,8 @@ A results file is trusted only as far as it can be checked here, without playing
    episodes drawn from ``root_seed``), so no unlucky seed was left out;
 5. its aggregates agree with a recomputation from the episodes, with the file's own
    bootstrap seed and repetitions, on every field of
-   :func:`agentgym.harness.stats.summary_fields`.
+   :func:`agentgym.harness.stats.summary_fields` and on ``ci_method`` (a file written before
+   ``ci_method`` existed is checked against the bootstrap intervals it could only hold).
 
 Each refusal is a :class:`BadSubmission` with one sentence that names what is wrong.
 """
@@ -308,21 +309,45 @@ def check_seed_plan(doc: Doc) -> None:
 
 
 def check_aggregates(doc: Doc) -> None:
-    """Stored aggregates equal a recomputation from the episodes (within ``TOLERANCE``)."""
+    """Stored aggregates equal a recomputation from the episodes (within ``TOLERANCE``).
+
+    A summary without ``ci_method`` comes from a harness that had only the bootstrap
+    interval, so it is checked against the bootstrap interval everywhere.
+    """
     boot = doc["bootstrap"]
-    fresh = aggregate(doc["episodes"], bootstrap_seed=boot["seed"], reps=boot["reps"])
     how = f"(bootstrap seed {boot['seed']}, {boot['reps']} reps)"
     stored = doc["aggregates"]
-    _compare_keys(set(stored), set(fresh), "aggregates", "its episodes")
-    for env_id in sorted(fresh):
-        _compare_summary(stored[env_id], fresh[env_id], f"aggregates of {env_id}", how)
+    fresh = {
+        exact: aggregate(
+            doc["episodes"], bootstrap_seed=boot["seed"], reps=boot["reps"], exact_if_constant=exact
+        )
+        for exact in _interval_kinds(stored)
+    }
+    now = fresh[True]
+    _compare_keys(set(stored), set(now), "aggregates", "its episodes")
+    for env_id in sorted(now):
+        _compare_summary(stored[env_id], fresh, (env_id, None), f"aggregates of {env_id}", how)
         if "by_task_type" not in stored[env_id]:
             continue
-        stored_types, fresh_types = stored[env_id]["by_task_type"], fresh[env_id]["by_task_type"]
-        _compare_keys(set(stored_types), set(fresh_types), f"by_task_type of {env_id}", "")
-        for kind in sorted(fresh_types):
+        stored_types = stored[env_id]["by_task_type"]
+        _compare_keys(
+            set(stored_types), set(now[env_id]["by_task_type"]), f"by_task_type of {env_id}", ""
+        )
+        for kind in sorted(stored_types):
             where = f"aggregates of {env_id}, task type {kind},"
-            _compare_summary(stored_types[kind], fresh_types[kind], where, how)
+            _compare_summary(stored_types[kind], fresh, (env_id, kind), where, how)
+
+
+def _interval_kinds(aggregates: Mapping[str, Any]) -> list[bool]:
+    """Which recomputations the stored summaries need.
+
+    True for today's intervals (exact where every run scored the same 0 or 1); also False,
+    the bootstrap everywhere, when a summary lacks ``ci_method`` (a file from before it).
+    """
+    summaries = [
+        s for env in aggregates.values() for s in (env, *(env.get("by_task_type") or {}).values())
+    ]
+    return [True, False] if any("ci_method" not in s for s in summaries) else [True]
 
 
 def _compare_keys(stored: set[str], fresh: set[str], what: str, source: str) -> None:
@@ -333,14 +358,27 @@ def _compare_keys(stored: set[str], fresh: set[str], what: str, source: str) -> 
 
 
 def _compare_summary(
-    stored: Mapping[str, Any], fresh: Mapping[str, Any], where: str, how: str
+    stored: Mapping[str, Any],
+    fresh: Mapping[bool, Mapping[str, Any]],
+    at: tuple[str, str | None],
+    where: str,
+    how: str,
 ) -> None:
+    env_id, kind = at
+    expected = fresh["ci_method" in stored][env_id]
+    if kind is not None:
+        expected = expected["by_task_type"][kind]
     for field in summary_fields():
-        if not abs(float(stored[field]) - float(fresh[field])) <= TOLERANCE:  # NaN fails too
+        if not abs(float(stored[field]) - float(expected[field])) <= TOLERANCE:  # NaN fails too
             raise BadSubmission(
                 f"{where} disagree with its episodes: {field} is {stored[field]!r} in the file "
-                f"but {fresh[field]!r} recomputed {how}"
+                f"but {expected[field]!r} recomputed {how}"
             )
+    if "ci_method" in stored and stored["ci_method"] != expected["ci_method"]:
+        raise BadSubmission(
+            f"{where} disagree with its episodes: ci_method is {stored['ci_method']!r} in the "
+            f"file but {expected['ci_method']!r} recomputed"
+        )
 
 
 def _name(key: Key) -> str:

@@ -19,6 +19,11 @@ Statistics, per pair ``d = success_B − success_A`` (an errored episode is a fa
   ``sd`` of ``d``, by the normal approximation ``(z_0.975 + z_0.8)·sd/√n ≈ 2.8·sd/√n``.
   Across several envs ``sd`` pools all pairs, which includes the spread between envs, so
   the figure is then slightly conservative.
+
+The ``verdict`` names both sides by agent and file, gives the signed difference and its
+interval, then the conclusion, e.g. ``sft+grpo (b.json) vs sft (a.json): sft+grpo − sft =
++7.0 points, 95% CI [+1.7, +12.3]; sft+grpo better``; an interval that holds zero ends in
+``no detectable difference``, after the numbers.
 """
 
 from __future__ import annotations
@@ -26,12 +31,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from statistics import NormalDist
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from agentgym.core.errors import BadInput
-from agentgym.harness.results import EpisodeRecord
+from agentgym.harness.results import EpisodeRecord, agent_labels
 from agentgym.harness.stats import DEFAULT_REPS, episode_score
 
 CONFIDENCE = 0.95
@@ -47,10 +52,30 @@ Pair = tuple[EpisodeRecord, EpisodeRecord]
 """An episode of A and the episode of B it pairs with."""
 
 
+class Side(NamedTuple):
+    """One side of a comparison as people read it.
+
+    Attributes:
+        name: the agent's name, e.g. ``sft+grpo``.
+        file: the results file it was read from, if any.
+    """
+
+    name: str
+    file: str | None = None
+
+    def describe(self) -> str:
+        """``name (file)``; the name alone without a file or when it already ends in it."""
+        if not self.file or self.name.endswith(f"({self.file})"):
+            return self.name
+        return f"{self.name} ({self.file})"
+
+
 def compare(
     a: Mapping[str, Any],
     b: Mapping[str, Any],
     *,
+    names: tuple[str, str] | None = None,
+    files: tuple[str | None, str | None] = (None, None),
     bootstrap_seed: int = 0,
     reps: int = DEFAULT_REPS,
 ) -> dict[str, Any]:
@@ -59,15 +84,20 @@ def compare(
     Args:
         a: results document A (the baseline), e.g. from ``read_results``.
         b: results document B.
+        names: what to call A and B; default their agents' names
+            (:func:`agentgym.harness.results.agent_labels`, which adds the file when the two
+            names are the same).
+        files: the files A and B were read from, named in the verdict.
         bootstrap_seed: seeds the bootstrap; the same documents and seed give the same
             numbers.
         reps: bootstrap replicates.
 
     Returns:
-        ``{diff, ci_low, ci_high, prob_improvement, min_detectable_diff, n_pairs, verdict}``
-        (diff = B − A, 0–1 scale; ``min_detectable_diff`` is None with fewer than two
-        pairs), plus ``by_env`` (the same fields per env id) when more than one env is
-        shared. Every value is JSON-able.
+        ``{diff, ci_low, ci_high, prob_improvement, min_detectable_diff, n_pairs, verdict, a,
+        b}`` (diff = B − A, 0–1 scale; ``min_detectable_diff`` is None with fewer than two
+        pairs; ``a`` and ``b`` are ``{name, file}``), plus ``by_env`` (the same fields but
+        ``a`` and ``b``, per env id) when more than one env is shared. Every value is
+        JSON-able.
 
     Raises:
         BadInput: the files evaluate different versions or data of an env id, or share no
@@ -80,10 +110,13 @@ def compare(
             "A and B share no episode (pairs need the same env id, seed and task id): "
             "evaluate both with the same --root-seed, --split and env ids"
         )
-    out = _summary(pairs, bootstrap_seed=bootstrap_seed, reps=reps)
+    label_a, label_b = names or agent_labels([a, b], files)
+    sides = (Side(label_a, files[0]), Side(label_b, files[1]))
+    out = _summary(pairs, sides, bootstrap_seed=bootstrap_seed, reps=reps)
+    out["a"], out["b"] = (side._asdict() for side in sides)
     if len(pairs) > 1:
         out["by_env"] = {
-            env_id: _summary({env_id: p}, bootstrap_seed=bootstrap_seed, reps=reps)
+            env_id: _summary({env_id: p}, sides, bootstrap_seed=bootstrap_seed, reps=reps)
             for env_id, p in pairs.items()
         }
     return out
@@ -138,7 +171,9 @@ def _pair(
 # ---------------------------------------------------------------------------- statistics
 
 
-def _summary(pairs: dict[str, list[Pair]], *, bootstrap_seed: int, reps: int) -> dict[str, Any]:
+def _summary(
+    pairs: dict[str, list[Pair]], sides: tuple[Side, Side], *, bootstrap_seed: int, reps: int
+) -> dict[str, Any]:
     """The comparison's fields (see :func:`compare`) over ``pairs``, pooled across envs."""
     diffs = {
         env_id: np.array([episode_score(eb) - episode_score(ea) for ea, eb in p])
@@ -160,7 +195,7 @@ def _summary(pairs: dict[str, list[Pair]], *, bootstrap_seed: int, reps: int) ->
         "prob_improvement": prob,
         "min_detectable_diff": mdd,
         "n_pairs": n,
-        "verdict": verdict(diff, ci_low, ci_high, n, sd),
+        "verdict": verdict(diff, ci_low, ci_high, n, sd, a=sides[0], b=sides[1]),
     }
 
 
@@ -211,29 +246,80 @@ def pairs_needed(sd: float, target: float = TARGET_DIFF) -> int:
     return max(2, math.ceil((Z_POWER * sd / target) ** 2))
 
 
-def verdict(diff: float, ci_low: float, ci_high: float, n: int, sd: float | None) -> str:
-    """One line for people, e.g. "B better than A by 7.2 points, 95% CI [3.1, 11.0]"."""
+def verdict(
+    diff: float,
+    ci_low: float,
+    ci_high: float,
+    n: int,
+    sd: float | None,
+    *,
+    a: Side,
+    b: Side,
+) -> str:
+    """One line for people that names both sides, then :func:`difference`'s text.
+
+    E.g. "sft+grpo (b.json) vs sft (a.json): sft+grpo − sft = +7.2 points, 95% CI [+3.1,
+    +11.0]; sft+grpo better". When the interval holds zero (or there is one pair) it ends in
+    "no detectable difference" and how many pairs would detect 5 points.
+
+    Args:
+        diff: B − A, 0–1 scale.
+        ci_low: lower end of its 95% interval.
+        ci_high: upper end.
+        n: paired episodes.
+        sd: standard deviation of the paired differences (None for one pair).
+        a: side A, the baseline.
+        b: side B.
+    """
+    head = f"{b.describe()} vs {a.describe()}: "
     if n < 2:
-        return "no detectable difference; one paired episode is too few to judge"
-    if ci_low > 0:
-        return (
-            f"B better than A by {100 * diff:.1f} points, 95% CI [{_pts(ci_low)}, {_pts(ci_high)}]"
+        reason = "one paired episode is too few to judge"
+    elif ci_low > 0 or ci_high < 0:
+        return head + difference(diff, ci_low, ci_high, a=a.name, b=b.name)
+    elif not sd:
+        reason = (
+            f"{b.name} and {a.name} got the same outcome on every paired episode, so their "
+            "spread cannot say how many pairs would detect 5 points"
         )
-    if ci_high < 0:
-        return (
-            f"A better than B by {-100 * diff:.1f} points, "
-            f"95% CI [{_pts(-ci_high)}, {_pts(-ci_low)}]"
-        )
-    if not sd:
-        return (
-            "no detectable difference; A and B got the same outcome on every paired episode, "
-            "so their spread cannot say how many pairs would detect 5 points"
-        )
-    return (
-        f"no detectable difference; about {pairs_needed(sd)} paired episodes would detect 5 points"
-    )
+    else:
+        reason = f"about {pairs_needed(sd)} paired episodes would detect 5 points"
+    return head + difference(diff, ci_low, ci_high, a=a.name, b=b.name, reason=reason)
+
+
+def difference(
+    diff: float,
+    ci_low: float,
+    ci_high: float,
+    *,
+    a: str,
+    b: str,
+    over: str = "",
+    reason: str | None = None,
+) -> str:
+    """A difference B − A as people read it: the signed estimate, its interval, the verdict.
+
+    "B − A = +7.2 points, 95% CI [+3.1, +11.0]; B better" (or "; A better"); with an
+    interval that holds zero, or any ``reason`` not to judge, "...; no detectable difference"
+    and the reason. Every paired comparison the project prints uses this wording.
+
+    Args:
+        diff: B − A on the 0–1 scale (printed in points).
+        ci_low: lower end of its 95% interval.
+        ci_high: upper end.
+        a: what to call A.
+        b: what to call B.
+        over: words after the interval, e.g. " over training and test seeds".
+        reason: no verdict either way, for this reason (appended after "no detectable
+            difference").
+    """
+    text = f"{b} − {a} = {_pts(diff)} points, 95% CI [{_pts(ci_low)}, {_pts(ci_high)}]{over}"
+    if reason is None and ci_low > 0:
+        return f"{text}; {b} better"
+    if reason is None and ci_high < 0:
+        return f"{text}; {a} better"
+    return f"{text}; no detectable difference" + (f"; {reason}" if reason else "")
 
 
 def _pts(x: float) -> str:
-    """A 0-1 difference in points with one decimal."""
-    return f"{100 * x:.1f}"
+    """A 0-1 difference in signed points with one decimal, e.g. ``+7.0`` (zero is ``+0.0``)."""
+    return f"{round(100 * x, 1) + 0.0:+.1f}"

@@ -1,7 +1,9 @@
 """Reports for people (rich tables) and scripts (``report --json``).
 
 The table's statistic columns come from :data:`agentgym.harness.stats.STATISTICS`: runs,
-mean, one column per statistic, then the mean's 95% interval.
+mean, one column per statistic, then the mean's 95% interval. An exact (Clopper-Pearson)
+interval, given where every run scored the same 0 or 1, is marked with :data:`EXACT_MARK` and
+explained under the table.
 """
 
 from __future__ import annotations
@@ -14,6 +16,14 @@ from rich.table import Table
 
 from agentgym.harness import stats
 from agentgym.harness.results import EnvSummary, Summary
+
+EXACT_MARK = "*"
+"""Follows an interval that is exact binomial rather than bootstrap."""
+EXACT_NOTE = (
+    f"{EXACT_MARK} exact binomial (Clopper-Pearson) interval, as every run scored the same; "
+    "the other intervals are stratified bootstrap percentiles"
+)
+"""The footnote under a table that holds an exact interval."""
 
 
 def report_json(doc: Mapping[str, Any]) -> dict[str, EnvSummary]:
@@ -40,14 +50,23 @@ def columns() -> list[str]:
 
 
 def cells(summary: Summary) -> list[str]:
-    """The statistic cells of one summary, under :func:`columns`."""
+    """The statistic cells of one summary, under :func:`columns`.
+
+    The interval ends in :data:`EXACT_MARK` when it is the exact binomial one.
+    """
     values: Mapping[str, Any] = summary
+    mark = EXACT_MARK if is_exact(summary) else ""
     return [
         str(summary["n"]),
         f"{summary['mean']:.3f}",
         *(f"{values[s.key]:.3f}" for s in stats.STATISTICS),
-        f"[{summary['ci_low']:.3f}, {summary['ci_high']:.3f}]",
+        f"[{summary['ci_low']:.3f}, {summary['ci_high']:.3f}]{mark}",
     ]
+
+
+def is_exact(summary: Summary) -> bool:
+    """Whether the summary's interval is the exact binomial one (``ci_method``)."""
+    return summary.get("ci_method") == stats.CI_EXACT
 
 
 def print_report(console: Console, docs: Mapping[str, Any]) -> None:
@@ -60,16 +79,20 @@ def print_report(console: Console, docs: Mapping[str, Any]) -> None:
     if "episodes" in docs:  # a single results document
         docs = {docs["agent"]["spec"]: docs}
     table = Table("env", "agent", "tasks", *columns(), "errored")
-    flags = []
+    flags, exact = [], False
     for name, doc in docs.items():
         summary = report_json(doc)
         for env_id, agg in summary.items():
             errored = sum(e["error"] is not None for e in doc["episodes"] if e["env_id"] == env_id)
             table.add_row(env_id, name, "all", *cells(agg), str(errored))
-            for task_type, sub in sorted(agg.get("by_task_type", {}).items()):
+            subs = sorted(agg.get("by_task_type", {}).items())
+            for task_type, sub in subs:
                 table.add_row("", "", task_type, *cells(sub), "")
+            exact = exact or any(is_exact(s) for s in (agg, *(sub for _, sub in subs)))
         flags += _control_flags(name, doc.get("controls") or {})
     console.print(table)
+    if exact:
+        console.print(EXACT_NOTE)
     for line in flags:
         console.print(line)
 

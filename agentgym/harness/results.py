@@ -13,13 +13,13 @@ import functools
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
 from agentgym.core.errors import BadInput
-from agentgym.harness.stats import summary_fields
+from agentgym.harness.stats import CI_METHODS, summary_fields
 
 SCHEMA_VERSION = 1
 HARNESS_VERSION = "0.1"
@@ -55,7 +55,14 @@ the functional form. ``seconds`` (and ``tokens``) may differ between replays; ev
 is fixed by the env, the agent and ``seed``."""
 
 
-class Summary(TypedDict):
+class _SummaryRequired(TypedDict):
+    n: int
+    mean: float
+    ci_low: float
+    ci_high: float
+
+
+class Summary(_SummaryRequired, total=False):
     """Statistics of one set of run scores, in the order of :func:`stats.summary_fields`.
 
     Besides these keys a summary holds one float per :data:`stats.STATISTICS` entry (``iqm``),
@@ -64,14 +71,15 @@ class Summary(TypedDict):
     Attributes:
         n: runs (seeds) scored.
         mean: the ranking metric, mean success over runs, in [0, 1].
-        ci_low: lower end of the mean's 95% stratified bootstrap interval.
+        ci_low: lower end of the mean's 95% interval.
         ci_high: upper end of that interval.
+        ci_method: how the interval was computed, one of :data:`stats.CI_METHODS`: the
+            stratified bootstrap's percentile interval, or the exact binomial one when every
+            run scored the same 0 or 1. The harness always writes it; a file written before
+            it existed lacks it, and its intervals are all bootstrap intervals.
     """
 
-    n: int
-    mean: float
-    ci_low: float
-    ci_high: float
+    ci_method: str
 
 
 class EnvSummary(Summary, total=False):
@@ -149,7 +157,9 @@ def _schema() -> dict[str, Any]:
     summary = schema["$defs"]["summary"]
     fixed = summary["properties"]
     fields = summary_fields()
-    summary["properties"] = {f: fixed.get(f, fixed["mean"]) for f in fields}
+    extra = {k: v for k, v in fixed.items() if k not in fields}  # ci_method
+    summary["properties"] = {**{f: fixed.get(f, fixed["mean"]) for f in fields}, **extra}
+    summary["properties"]["ci_method"]["enum"] = list(CI_METHODS)
     summary["required"] = list(fields)
     return schema
 
@@ -159,7 +169,8 @@ def results_schema() -> dict[str, Any]:
 
     Returns:
         A fresh copy of ``results.schema.json`` whose summary requires every field of
-        :func:`agentgym.harness.stats.summary_fields`, each statistic shaped like ``mean``.
+        :func:`agentgym.harness.stats.summary_fields`, each statistic shaped like ``mean``,
+        and allows ``ci_method`` to be one of :data:`agentgym.harness.stats.CI_METHODS`.
     """
     return copy.deepcopy(_schema())
 
@@ -229,3 +240,33 @@ def read_results(path: Path) -> ResultsDoc:
     if not isinstance(doc.get("episodes"), list):
         raise BadInput(f"{path} has no episodes list")
     return cast("ResultsDoc", doc)  # its fields are checked by the leaderboard, not here
+
+
+def agent_labels(docs: Sequence[Mapping[str, Any]], files: Sequence[str | None]) -> list[str]:
+    """Distinct names to show for the agents of several results documents.
+
+    Each is the agent's name (``agent.name``; ``A``, ``B``, ... where a document has none).
+    Where two documents share a name, their file follows it in parentheses, e.g.
+    ``random (runs/a.json)``; where the file does not tell them apart either, their position
+    does (``random #2``).
+
+    Args:
+        docs: results documents.
+        files: the file each document was read from, None where it came from no file.
+
+    Returns:
+        One label per document, in order, all different.
+    """
+    names = [
+        str((doc.get("agent") or {}).get("name") or chr(ord("A") + i % 26))
+        for i, doc in enumerate(docs)
+    ]
+    pairs = list(zip(names, files, strict=True))
+    return [
+        name
+        if names.count(name) == 1
+        else f"{name} ({file})"
+        if file and pairs.count((name, file)) == 1
+        else f"{name} #{i + 1}"
+        for i, (name, file) in enumerate(pairs)
+    ]

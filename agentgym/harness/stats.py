@@ -7,7 +7,8 @@ the Statistical Precipice", NeurIPS 2021; ``rliable.metrics`` and ``rliable.libr
   run's score is the mean success of its M episodes (an errored episode counts as failure);
 - ``aggregate_mean`` is the mean over tasks of the per-task mean over runs;
 - ``iqm`` is the 25% trimmed mean of all scores (``scipy.stats.trim_mean(x, 0.25)`` on the
-  flattened matrix), reimplemented here so that numpy is the only dependency;
+  flattened matrix), reimplemented with numpy so that it evaluates every bootstrap
+  replicate at once;
 - intervals are percentile intervals of the stratified bootstrap: every replicate resamples
   the runs with replacement independently within each task column, and the interval is
   ``np.percentile`` (linear) of the replicated statistic at ``(1 - c) / 2`` and ``(1 + c) / 2``.
@@ -19,6 +20,13 @@ global state. Here each interval uses its own ``np.random.default_rng(seed)``; t
 always gives the same interval, and an interval never depends on what else was computed. The
 replicates follow the same distribution, so the two agree up to Monte-Carlo error (tested
 against rliable in ``tests/harness/test_stats.py``).
+
+One case leaves rliable: when every run of a group scored the same 0 or the same 1 (0/50 or
+50/50 successes), every bootstrap replicate is that value and the percentile interval has
+zero width, which claims certainty that 50 runs cannot give. The mean's interval is then the
+exact binomial (Clopper-Pearson) interval of that many successes in that many runs, and the
+summary's ``ci_method`` says which of :data:`CI_METHODS` gave it. Runs are the trials, as
+they are the bootstrap's units: episodes of one run are not assumed independent.
 """
 
 from __future__ import annotations
@@ -45,6 +53,14 @@ accept a batch ``(..., runs, tasks)`` and reduce the last two axes, which lets t
 evaluate all replicates at once; any other callable is applied replicate by replicate."""
 
 _CHUNK_CELLS = 1 << 22  # resampled cells held in memory at once (32 MiB of float64)
+
+CI_BOOTSTRAP = "bootstrap-percentile"
+"""``ci_method`` of an interval from :func:`stratified_bootstrap_ci` (rliable's)."""
+CI_EXACT = "clopper-pearson"
+"""``ci_method`` of an exact binomial interval (:func:`clopper_pearson`), used for the mean
+when every run scored the same 0 or 1."""
+CI_METHODS = (CI_BOOTSTRAP, CI_EXACT)
+"""The values of a summary's ``ci_method`` (the results schema lists these)."""
 
 
 class Estimate(NamedTuple):
@@ -301,7 +317,7 @@ STATISTICS: tuple[Statistic, ...] = (Statistic("iqm", "IQM", iqm),)
 
 
 def summary_fields() -> tuple[str, ...]:
-    """The keys of a summary, in order.
+    """The numeric keys of a summary, in order (a summary also holds ``ci_method``).
 
     Returns:
         ``n``, ``mean``, one key per :data:`STATISTICS` entry, ``ci_low``, ``ci_high``
@@ -310,20 +326,72 @@ def summary_fields() -> tuple[str, ...]:
     return ("n", "mean", *(s.key for s in STATISTICS), "ci_low", "ci_high")
 
 
-def summarize(scores: np.ndarray, *, bootstrap_seed: int, reps: int) -> Summary:
-    """The summary of one set of run scores ``(n_runs,)``, keys in :func:`summary_fields` order.
+def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The exact binomial (Clopper-Pearson) interval of a success rate.
 
-    The interval is the stratified bootstrap's for the mean (one task, so plain resampling).
+    Clopper and Pearson, "The use of confidence or fiducial limits illustrated in the case of
+    the binomial", Biometrika 1934; computed by ``scipy.stats.binomtest(...).proportion_ci(
+    method="exact")``. E.g. 0 successes in 50 trials give [0, 0.0711].
+
+    Args:
+        successes: successes, ``0 <= successes <= trials``.
+        trials: trials, at least 1.
+        confidence: coverage of the two-sided interval.
+
+    Returns:
+        ``(low, high)`` in [0, 1].
     """
+    from scipy.stats import binomtest  # here: scipy's import costs more than most reports
+
+    ci = binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def mean_interval(
+    scores: np.ndarray, *, bootstrap_seed: int, reps: int, exact_if_constant: bool = True
+) -> tuple[Estimate, str]:
+    """The mean of run scores ``(n_runs,)``, its 95% interval and the interval's method.
+
+    The interval is the stratified bootstrap's (one task, so plain resampling of the runs),
+    except when ``exact_if_constant`` and every run scored the same 0 or the same 1: then it
+    is :func:`clopper_pearson` with one trial per run.
+
+    Returns:
+        The estimate and its method, one of :data:`CI_METHODS`.
+    """
+    scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+    n = int(scores.size)
+    if exact_if_constant and n and scores[0] in (0.0, 1.0) and bool(np.all(scores == scores[0])):
+        point = float(scores[0])
+        low, high = clopper_pearson(int(point) * n, n)
+        return Estimate(point, low, high), CI_EXACT
     est = stratified_bootstrap_ci(scores, aggregate_mean, reps=reps, seed=bootstrap_seed)
+    return est, CI_BOOTSTRAP
+
+
+def summarize(
+    scores: np.ndarray, *, bootstrap_seed: int, reps: int, exact_if_constant: bool = True
+) -> Summary:
+    """The summary of one set of run scores ``(n_runs,)``.
+
+    Keys in :func:`summary_fields` order, then ``ci_method``; the mean's interval is
+    :func:`mean_interval`'s.
+    """
+    est, method = mean_interval(
+        scores, bootstrap_seed=bootstrap_seed, reps=reps, exact_if_constant=exact_if_constant
+    )
     values: dict[str, Any] = {"n": int(scores.shape[0]), "mean": est.point}
     values.update((s.key, float(s.compute(scores))) for s in STATISTICS)
-    values.update(ci_low=est.ci_low, ci_high=est.ci_high)
+    values.update(ci_low=est.ci_low, ci_high=est.ci_high, ci_method=method)
     return cast("Summary", values)
 
 
 def aggregate(
-    episodes: Sequence[Mapping[str, Any]], *, bootstrap_seed: int, reps: int = DEFAULT_REPS
+    episodes: Sequence[Mapping[str, Any]],
+    *,
+    bootstrap_seed: int,
+    reps: int = DEFAULT_REPS,
+    exact_if_constant: bool = True,
 ) -> dict[str, EnvSummary]:
     """The ``report --json`` document: per env and per task type, over run scores.
 
@@ -335,24 +403,30 @@ def aggregate(
         episodes: the ``episodes`` of a results file.
         bootstrap_seed: the file's ``bootstrap.seed``.
         reps: the file's ``bootstrap.reps``.
+        exact_if_constant: the exact interval where every run scored the same 0 or 1 (see
+            :func:`mean_interval`); False gives the bootstrap interval everywhere, as results
+            files written before ``ci_method`` existed hold.
 
     Returns:
-        ``{env_id: {n, mean, iqm, ci_low, ci_high, by_task_type: {task_type: {n, mean, iqm,
-        ci_low, ci_high}}}}`` (see :func:`summarize`) with env ids and task types sorted;
-        ``n`` counts runs.
+        ``{env_id: {n, mean, iqm, ci_low, ci_high, ci_method, by_task_type: {task_type: {n,
+        mean, iqm, ci_low, ci_high, ci_method}}}}`` (see :func:`summarize`) with env ids and
+        task types sorted; ``n`` counts runs.
     """
     types: dict[str, set[str]] = {}
     for ep in episodes:
         kinds = types.setdefault(ep["env_id"], set())
         if ep.get("task_type") is not None:
             kinds.add(ep["task_type"])
+    how: dict[str, Any] = {
+        "bootstrap_seed": bootstrap_seed,
+        "reps": reps,
+        "exact_if_constant": exact_if_constant,
+    }
     out: dict[str, EnvSummary] = {}
     for env_id in sorted(types):
-        summary = summarize(run_scores(episodes, env_id), bootstrap_seed=bootstrap_seed, reps=reps)
+        summary = summarize(run_scores(episodes, env_id), **how)
         by_task_type = {
-            kind: summarize(
-                run_scores(episodes, env_id, kind), bootstrap_seed=bootstrap_seed, reps=reps
-            )
+            kind: summarize(run_scores(episodes, env_id, kind), **how)
             for kind in sorted(types[env_id])
         }
         out[env_id] = {**summary, "by_task_type": by_task_type}

@@ -37,6 +37,7 @@ from rich.table import Table
 
 from agentgym.baselines.config import RECIPES, SEARCH_MENU_SMALL, TrainConfig
 from agentgym.core.errors import BadInput
+from agentgym.harness.compare import difference
 from agentgym.harness.plot import agg_figure
 from agentgym.harness.stats import nested_bootstrap_ci, run_scores
 
@@ -324,16 +325,14 @@ def _paired(runs: list[dict[str, dict[str, Any]]], a: str, b: str, env: str) -> 
     """B − A on the same training seeds and test episodes, with the two-level interval."""
     diffs = [_scores(r[b]["doc"], env) - _scores(r[a]["doc"], env) for r in runs]
     est = nested_bootstrap_ci(diffs)
-    sign = "excludes" if est.ci_low > 0 or est.ci_high < 0 else "includes"
     return {
         "diff": est.point,
         "ci_low": est.ci_low,
         "ci_high": est.ci_high,
         "per_seed": [float(d.mean()) for d in diffs],
         "n_pairs": sum(len(d) for d in diffs),
-        "verdict": (
-            f"{b} − {a}: {100 * est.point:+.1f} points, 95% CI [{100 * est.ci_low:+.1f}, "
-            f"{100 * est.ci_high:+.1f}] over training and test seeds ({sign} zero)"
+        "verdict": difference(
+            est.point, est.ci_low, est.ci_high, a=a, b=b, over=" over training and test seeds"
         ),
     }
 

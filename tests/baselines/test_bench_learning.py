@@ -2,6 +2,7 @@
 the full run, never asserted), and its refusals."""
 
 import io
+import re
 import subprocess
 import sys
 
@@ -31,9 +32,16 @@ def test_quick_run_spends_one_token_budget_per_variant_and_seed_and_says_so(tmp_
         if row["variant"] != "sft":  # every run spent the budget, and no more than a step over
             assert all(t >= 400 for t in row["generated_tokens"]) and min(row["rl_steps"]) >= 1
     assert set(doc["comparisons"]) == {"grpo vs sft", "gigpo vs grpo"}
-    for c in doc["comparisons"].values():
+    for name, c in doc["comparisons"].items():
         assert c["n_pairs"] == 2 * budget["test_seeds"] and len(c["per_seed"]) == 2
         assert c["ci_low"] <= c["diff"] <= c["ci_high"]
+        b, a = name.split(" vs ")  # the wording of every paired comparison: B − A, then verdict
+        num = r"[+-]\d+\.\d"
+        assert re.fullmatch(
+            rf"{b} − {a} = {num} points, 95% CI \[{num}, {num}\] over training and test seeds; "
+            rf"({a} better|{b} better|no detectable difference)",
+            c["verdict"],
+        ), c["verdict"]
     assert [len(c) for c in doc["curves"]["grpo"]] == [len(c) for c in doc["curves"]["gigpo"]]
 
 

@@ -2,6 +2,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -239,7 +240,9 @@ def test_quickstart_runs_the_main_job(tmp_path):
     assert oracle["aggregates"][env]["mean"] == 1.0
     trained = json.loads((folder / "sft+grpo.json").read_text())
     assert trained["agent"]["checkpoint_sha256"] and len(trained["episodes"]) == 6
-    assert "sft+grpo against sft (paired)" in out.stdout and "95% CI" in out.stdout
+    sft, rl = (Path("agentgym-quickstart") / f"{n}.json" for n in ("sft", "sft+grpo"))
+    assert f"paired: sft+grpo ({rl}) vs sft ({sft}): sft+grpo − sft = " in out.stdout
+    assert "95% CI" in out.stdout
     board = out.stdout.split("rank")[-1]  # the leaderboard table comes last
     assert all(name in board for name in ("sft+grpo", "sft", "explorer", "oracle", "random"))
     explorer = json.loads((folder / "explorer.json").read_text())  # no privileged knowledge
@@ -332,7 +335,7 @@ def test_report_json_and_plot(tmp_path):
     out = cli("report", str(results), "--json", "--plot", str(png))
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    assert set(doc[SMALL]) == {"n", "mean", "iqm", "ci_low", "ci_high", "by_task_type"}
+    assert set(doc[SMALL]) == {"n", "mean", "iqm", "ci_low", "ci_high", "ci_method", "by_task_type"}
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert (
         json.loads(cli("report", str(results), "--json").stdout) == doc
@@ -355,7 +358,10 @@ def test_compare_json_and_refusals(tmp_path):
         "n_pairs",
         "verdict",
     } <= set(doc)
-    assert doc["verdict"].startswith("B better than A")
+    assert doc["a"] == {"name": "random", "file": str(a)}
+    assert doc["b"] == {"name": "oracle", "file": str(b)}
+    assert doc["verdict"].startswith(f"oracle ({b}) vs random ({a}): oracle − random = +")
+    assert doc["verdict"].endswith("; oracle better")
     other = tmp_path / "other.json"
     cli(
         "eval",

@@ -7,6 +7,7 @@ import pytest
 
 from agentgym.core.errors import BadInput
 from agentgym.harness.compare import Z_POWER, compare, pairs_needed
+from agentgym.harness.results import agent_labels
 
 KEYS = {
     "diff",
@@ -17,11 +18,15 @@ KEYS = {
     "n_pairs",
     "verdict",
 }
+SIDES = {"a", "b"}  # top level only: who A and B are
 RUNS, M = 100, 4  # 400 paired episodes per env
-VERDICT = r"(A|B) better than (A|B) by \d+\.\d points, 95% CI \[-?\d+\.\d, -?\d+\.\d\]"
+NUM = r"[+-]\d+\.\d"
+VERDICT = rf"B vs A: B − A = ({NUM}) points, 95% CI \[({NUM}), ({NUM})\]; (A|B) better"
 
 
-def _doc(success: dict[str, np.ndarray], *, version=0, data_hash="ab" * 32, seed_offset=0):
+def _doc(
+    success: dict[str, np.ndarray], *, version=0, data_hash="ab" * 32, seed_offset=0, agent=None
+):
     """A results document; ``success[env_id]`` has shape (runs, M)."""
     envs, episodes = [], []
     for env_id, table in success.items():
@@ -46,7 +51,10 @@ def _doc(success: dict[str, np.ndarray], *, version=0, data_hash="ab" * 32, seed
                         "transcript_sha256": "0" * 64,
                     }
                 )
-    return {"schema_version": 1, "envs": envs, "episodes": episodes, "bootstrap": {"seed": 0}}
+    doc = {"schema_version": 1, "envs": envs, "episodes": episodes, "bootstrap": {"seed": 0}}
+    if agent is not None:
+        doc["agent"] = {"name": agent, "spec": agent, "checkpoint_sha256": None}
+    return doc
 
 
 def _planted(seed=0, gain=40, noise=20):
@@ -64,24 +72,32 @@ def _planted(seed=0, gain=40, noise=20):
 def test_finds_a_planted_ten_point_difference():
     a, b = _planted()
     out = compare(_doc({"E": a}), _doc({"E": b}))
-    assert set(out) == KEYS  # one env: exactly DESIGN's keys
+    assert set(out) == KEYS | SIDES  # one env: DESIGN's keys and the two sides
+    assert out["a"] == {"name": "A", "file": None} and out["b"] == {"name": "B", "file": None}
     assert out["n_pairs"] == RUNS * M
     assert out["diff"] == pytest.approx(0.10)
     assert 0 < out["ci_low"] < 0.10 < out["ci_high"]
-    assert out["verdict"].startswith("B better than A by 10.0 points, 95% CI [")
-    assert re.fullmatch(VERDICT, out["verdict"])
+    assert out["verdict"].startswith("B vs A: B − A = +10.0 points, 95% CI [+")
+    numbers = re.fullmatch(VERDICT, out["verdict"])
+    assert numbers and numbers[4] == "B"
+    assert [float(x) for x in numbers.groups()[:3]] == [
+        round(100 * out[k], 1) for k in ("diff", "ci_low", "ci_high")
+    ]
     assert out["prob_improvement"] > 0.5
     d = (b.astype(float) - a).ravel()
     assert out["min_detectable_diff"] == pytest.approx(Z_POWER * d.std(ddof=1) / math.sqrt(d.size))
     assert pytest.approx(2.8, abs=0.005) == Z_POWER
     json.dumps(out)
-    # the other way round, A is better, and the interval is quoted for A - B
+    # the other way round, A is better; the numbers stay B − A, signed
     back = compare(_doc({"E": b}), _doc({"E": a}))
     assert back["diff"] == pytest.approx(-0.10)
     assert back["ci_high"] < 0
-    low, high = (float(v) for v in re.findall(r"-?\d+\.\d", back["verdict"])[1:])
-    assert back["verdict"].startswith("A better than B by 10.0 points")
-    assert (low, high) == (round(-100 * back["ci_high"], 1), round(-100 * back["ci_low"], 1))
+    numbers = re.fullmatch(VERDICT, back["verdict"])
+    assert numbers and numbers[4] == "A" and numbers[1] == "-10.0"
+    assert (float(numbers[2]), float(numbers[3])) == (
+        round(100 * back["ci_low"], 1),
+        round(100 * back["ci_high"], 1),
+    )
 
 
 def test_identical_files_show_no_difference():
@@ -92,7 +108,9 @@ def test_identical_files_show_no_difference():
     assert out["ci_low"] <= 0.0 <= out["ci_high"]
     assert out["prob_improvement"] == 0.5
     assert out["min_detectable_diff"] == 0.0
-    assert out["verdict"].startswith("no detectable difference")
+    assert out["verdict"].startswith(
+        "B vs A: B − A = +0.0 points, 95% CI [+0.0, +0.0]; no detectable difference; "
+    )
 
 
 def test_no_difference_says_how_many_pairs_would_detect_five_points():
@@ -102,10 +120,12 @@ def test_no_difference_says_how_many_pairs_would_detect_five_points():
     sd = np.std((b.astype(float) - a).ravel(), ddof=1)
     n = pairs_needed(sd)
     assert n == math.ceil((Z_POWER * sd / 0.05) ** 2)
-    assert (
-        out["verdict"]
-        == f"no detectable difference; about {n} paired episodes would detect 5 points"
+    low, high = (f"{100 * out[k]:+.1f}" for k in ("ci_low", "ci_high"))
+    assert out["verdict"] == (
+        f"B vs A: B − A = +0.0 points, 95% CI [{low}, {high}]; no detectable difference; "
+        f"about {n} paired episodes would detect 5 points"
     )
+    assert low.startswith("-") and high.startswith("+")
 
 
 def test_is_deterministic_given_the_seed():
@@ -133,11 +153,12 @@ def test_several_envs_add_by_env():
     a, b = _planted(seed=1)
     a2, b2 = _planted(seed=2, gain=0)
     out = compare(_doc({"E": a, "F": a2}), _doc({"E": b, "F": b2}))
-    assert set(out) == KEYS | {"by_env"}
+    assert set(out) == KEYS | SIDES | {"by_env"}
     assert list(out["by_env"]) == ["E", "F"]
     assert all(set(v) == KEYS for v in out["by_env"].values())
     assert out["n_pairs"] == 2 * RUNS * M
-    assert out["by_env"]["E"]["verdict"].startswith("B better than A")
+    assert re.fullmatch(VERDICT, out["by_env"]["E"]["verdict"])[4] == "B"
+    assert "; no detectable difference" in out["by_env"]["F"]["verdict"]
     assert out["by_env"]["F"]["diff"] == 0.0
     assert out["diff"] == pytest.approx(0.05)
     json.loads(json.dumps(out))
@@ -174,3 +195,41 @@ def test_refuses_files_without_shared_episodes():
         compare(_doc({"E": a}), _doc({"E": b}, seed_offset=10**6))
     with pytest.raises(BadInput, match="share no episode"):
         compare(_doc({"E": a}), _doc({"F": b}))
+
+
+def test_the_verdict_names_both_agents_and_files_and_shows_the_numbers_first():
+    a, b = _planted(gain=0, noise=30)  # no difference: the interval holds zero
+    out = compare(
+        _doc({"E": a}, agent="sft"),
+        _doc({"E": b}, agent="sft+grpo"),
+        files=("runs/a.json", "runs/b.json"),
+    )
+    assert out["a"] == {"name": "sft", "file": "runs/a.json"}
+    assert out["b"] == {"name": "sft+grpo", "file": "runs/b.json"}
+    head = "sft+grpo (runs/b.json) vs sft (runs/a.json): sft+grpo − sft = +0.0 points, 95% CI ["
+    assert out["verdict"].startswith(head)
+    numbers, verdict = out["verdict"].split("; ", 1)
+    assert re.search(rf"\[{NUM}, {NUM}\]$", numbers)
+    assert verdict.startswith("no detectable difference")
+    better = compare(_doc({"E": a}, agent="sft"), _doc({"E": b | a}, agent="sft+grpo"))
+    assert better["verdict"].startswith("sft+grpo vs sft: sft+grpo − sft = +")
+    assert better["verdict"].endswith("; sft+grpo better")
+    names = compare(_doc({"E": a}), _doc({"E": b | a}), names=("before", "after"))
+    assert names["verdict"].startswith("after vs before: after − before = +")
+
+
+def test_sides_with_the_same_agent_are_told_apart_by_file_then_position():
+    docs = [_doc({}, agent="random"), _doc({}, agent="random"), _doc({}, agent="oracle")]
+    assert agent_labels(docs, ["a.json", "b.json", "c.json"]) == [
+        "random (a.json)",
+        "random (b.json)",
+        "oracle",
+    ]
+    assert agent_labels(docs, ["a.json", "a.json", None]) == ["random #1", "random #2", "oracle"]
+    assert agent_labels([_doc({}), _doc({})], [None, None]) == ["A", "B"]
+    a, _ = _planted()
+    doc = _doc({"E": a}, agent="random")
+    out = compare(doc, doc, files=("x.json", "y.json"))
+    assert out["verdict"].startswith(
+        "random (y.json) vs random (x.json): random (y.json) − random (x.json) = +0.0 points"
+    )

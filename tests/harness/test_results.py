@@ -11,7 +11,7 @@ from agentgym.harness.episode import run_episode
 from agentgym.harness.evaluate import RunPlan, finish, header
 from agentgym.harness.report import cells, columns
 from agentgym.harness.results import EpisodeRecord, ResultsDoc, results_schema
-from agentgym.harness.stats import STATISTICS, summarize, summary_fields
+from agentgym.harness.stats import CI_METHODS, STATISTICS, summarize, summary_fields
 from agentgym.registry import make
 
 SMALL = "agentgym/Search-Menu-Small-v0"
@@ -58,18 +58,23 @@ def test_summaries_follow_the_statistics_table():
     assert fields[:2] == ("n", "mean") and fields[-2:] == ("ci_low", "ci_high")
     assert fields[2:-2] == tuple(s.key for s in STATISTICS) and "iqm" in fields
     summary = summarize(np.array([0.0, 0.5, 1.0, 1.0]), bootstrap_seed=0, reps=100)
-    assert tuple(summary) == fields
+    assert tuple(summary) == (*fields, "ci_method")
+    assert summary["ci_method"] == "bootstrap-percentile"
     assert (summary["n"], summary["mean"], summary["iqm"]) == (4, 0.625, 0.75)
     assert columns() == ["runs", "mean", *(s.label for s in STATISTICS), "95% CI"]
     assert "IQM" in columns() and len(cells(summary)) == len(columns())
     assert cells(summary)[:3] == ["4", "0.625", "0.750"]
+    assert not cells(summary)[-1].endswith("*")
+    exact = summarize(np.zeros(50), bootstrap_seed=0, reps=100)
+    assert cells(exact)[-1] == "[0.000, 0.071]*"
 
 
 def test_the_schema_requires_every_summary_field_with_the_mean_bounds():
     summary = results_schema()["$defs"]["summary"]
-    assert summary["required"] == list(summary_fields())
-    assert list(summary["properties"]) == list(summary_fields())
+    assert summary["required"] == list(summary_fields())  # ci_method: files before it lack it
+    assert list(summary["properties"]) == [*summary_fields(), "ci_method"]
     assert summary["properties"]["iqm"] == summary["properties"]["mean"]
+    assert summary["properties"]["ci_method"]["enum"] == list(CI_METHODS)
     # a fresh copy each time: callers may change theirs
     results_schema()["$defs"]["summary"]["required"].clear()
     assert results_schema()["$defs"]["summary"]["required"] == list(summary_fields())

@@ -3,14 +3,17 @@ import random
 import numpy as np
 import pytest
 
+from agentgym.core.errors import BadInput
 from agentgym.harness.stats import (
     DEFAULT_REPS,
     Estimate,
     aggregate,
     aggregate_mean,
+    clopper_pearson,
     iqm,
     run_scores,
     stratified_bootstrap_ci,
+    summarize,
     summary_fields,
 )
 
@@ -200,14 +203,17 @@ def test_aggregate_breaks_down_by_task_type_deterministically():
     out = aggregate(eps, bootstrap_seed=5, reps=DEFAULT_REPS)
     assert list(out) == ["E", "F"]
     e = out["E"]
-    assert list(e) == [*summary_fields(), "by_task_type"]
+    assert list(e) == [*summary_fields(), "ci_method", "by_task_type"]
     assert (e["n"], e["mean"], e["iqm"]) == (4, 0.625, 0.75)  # IQM of [0, .5, 1, 1]
     assert 0.0 <= e["ci_low"] <= e["mean"] <= e["ci_high"] <= 1.0
     assert list(e["by_task_type"]) == ["compare", "lookup"]
     compare = e["by_task_type"]["compare"]
     assert (compare["n"], compare["mean"]) == (3, pytest.approx(1 / 3))
-    assert tuple(compare) == summary_fields()
-    assert out["F"]["ci_low"] == out["F"]["ci_high"] == 1.0
+    assert tuple(compare) == (*summary_fields(), "ci_method")
+    assert (e["ci_method"], compare["ci_method"]) == ("bootstrap-percentile",) * 2
+    # F's one run won: not [1, 1] but the exact interval of 1 success in 1 trial
+    assert out["F"]["ci_method"] == "clopper-pearson"
+    assert (out["F"]["ci_low"], out["F"]["ci_high"]) == (pytest.approx(0.025), 1.0)
     # same input, same numbers, whatever the order of the episodes
     shuffled = eps[::-1]
     random.Random(0).shuffle(shuffled)
@@ -222,8 +228,64 @@ def test_plot_writes_a_png(tmp_path):
 
     report = aggregate(_episodes(), bootstrap_seed=0, reps=200)
     path = tmp_path / "sub" / "report.png"
-    plot_report(report, path)
+    plot_report({"random": report}, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_plot_names_its_agents_and_what_each_axis_shows():
+    from agentgym.harness.plot import report_figure
+
+    first = aggregate(_episodes(), bootstrap_seed=0, reps=200)
+    second = aggregate(
+        [{**e, "success": not e["success"]} for e in _episodes()], bootstrap_seed=0, reps=200
+    )
+    ax = report_figure({"sft": first, "sft+grpo": second}).axes[0]
+    assert ax.get_xlabel().startswith("success rate (mean over runs, 95% CI)")
+    assert "exact binomial" in ax.get_xlabel()  # F's single run gets the exact interval
+    assert ax.get_ylabel() == "environment, then agent (task types below each bar)"
+    assert ax.get_title() == "Mean success per environment: sft, sft+grpo"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["sft", "sft+grpo"]
+    ticks = [t.get_text() for t in ax.get_yticklabels()]
+    assert ticks == ["E", "sft", "sft+grpo", "F", "sft", "sft+grpo"]
+    bold = [t.get_text() for t in ax.get_yticklabels() if t.get_fontweight() == "bold"]
+    assert bold == ["E", "F"]
+    means = sorted(round(p.get_width(), 3) for p in ax.patches)
+    assert means == [0.0, 0.25, 0.625, 1.0]  # one bar per agent and env (errors fail)
+    assert "0.625 (n=4)" in {t.get_text() for t in ax.texts}
+    many = report_figure({f"agent number {i}": first for i in range(8)}).axes[0]
+    assert many.get_title() == "Mean success per environment: 8 agents (see legend)"
+    with pytest.raises(BadInput, match="no env to plot"):
+        report_figure({"sft": {}})
+
+
+def test_every_run_alike_gives_the_exact_binomial_interval():
+    none = summarize(np.zeros(50), bootstrap_seed=0, reps=DEFAULT_REPS)  # 0/50
+    assert none["ci_method"] == "clopper-pearson"
+    assert (none["mean"], none["ci_low"]) == (0.0, 0.0)
+    assert none["ci_high"] == pytest.approx(0.07112, abs=1e-5)
+    every = summarize(np.ones(50), bootstrap_seed=0, reps=DEFAULT_REPS)  # 50/50
+    assert every["ci_method"] == "clopper-pearson"
+    assert every["ci_low"] == pytest.approx(0.92888, abs=1e-5) and every["ci_high"] == 1.0
+    assert (every["mean"], every["iqm"]) == (1.0, 1.0)  # only the interval changes
+    assert clopper_pearson(0, 50) == (0.0, pytest.approx(1 - 0.025 ** (1 / 50)))
+    # the same score everywhere but not a success rate of 0 or 1 keeps the bootstrap
+    half = summarize(np.full(50, 0.5), bootstrap_seed=0, reps=DEFAULT_REPS)
+    assert half["ci_method"] == "bootstrap-percentile" and half["ci_low"] == 0.5
+    legacy = summarize(np.zeros(50), bootstrap_seed=0, reps=100, exact_if_constant=False)
+    assert (legacy["ci_low"], legacy["ci_high"], legacy["ci_method"]) == (
+        0.0,
+        0.0,
+        "bootstrap-percentile",
+    )
+
+
+def test_a_mixed_group_keeps_the_bootstrap_interval_exactly():
+    scores = np.r_[np.zeros(49), 1.0]  # 1/50: the bootstrap, as before
+    summary = summarize(scores, bootstrap_seed=3, reps=DEFAULT_REPS)
+    est = stratified_bootstrap_ci(scores, aggregate_mean, reps=DEFAULT_REPS, seed=3)
+    assert summary["ci_method"] == "bootstrap-percentile"
+    assert (summary["mean"], summary["ci_low"], summary["ci_high"]) == tuple(est)
+    assert summary["ci_high"] < 0.07  # a bootstrap interval: narrower than exact would be
 
 
 def test_nested_bootstrap_covers_the_spread_between_groups():

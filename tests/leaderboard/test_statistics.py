@@ -41,7 +41,9 @@ def with_median(monkeypatch):
 def test_a_new_statistic_reaches_report_schema_checks_store_and_page(with_median, tmp_path):
     doc = evaluate("random", [MENU], seeds=6, root_seed=4, out=tmp_path / "r.json")
     summary = doc["aggregates"][MENU]
-    assert list(summary) == ["n", "mean", "iqm", "median", "ci_low", "ci_high", "by_task_type"]
+    assert list(summary) == [
+        *("n", "mean", "iqm", "median", "ci_low", "ci_high", "ci_method", "by_task_type")
+    ]
     assert summary["median"] == _median(stats.run_scores(doc["episodes"], MENU))
 
     console = Console(record=True, width=200)

@@ -202,6 +202,36 @@ def test_edited_aggregates_are_refused(good):
     assert f"aggregates lack {FREE}, which has episodes" in refused(doc)
 
 
+def test_exact_intervals_are_named_and_checked(good):
+    summary = good["aggregates"][MENU]  # the oracle wins every run: an exact interval
+    assert summary["ci_method"] == "clopper-pearson" and summary["ci_low"] < 1.0
+    doc = copy.deepcopy(good)
+    doc["aggregates"][MENU]["ci_method"] = "bootstrap-percentile"
+    assert refused(doc).startswith(
+        f"aggregates of {MENU} disagree with its episodes: ci_method is 'bootstrap-percentile'"
+    )
+    doc["aggregates"][MENU]["ci_method"] = "wald"
+    assert "ci_method" in refused(doc) and "'wald' is not one of" in refused(doc)
+    doc = copy.deepcopy(good)  # the zero-width bootstrap interval under today's method name
+    doc["aggregates"][MENU].update(ci_low=1.0, ci_high=1.0)
+    assert refused(doc).startswith(f"aggregates of {MENU} disagree with its episodes: ci_low")
+
+
+def test_a_file_from_before_ci_method_passes_with_its_bootstrap_intervals(good):
+    doc = copy.deepcopy(good)
+    boot = doc["bootstrap"]
+    doc["aggregates"] = aggregate(
+        doc["episodes"], bootstrap_seed=boot["seed"], reps=boot["reps"], exact_if_constant=False
+    )
+    for env in doc["aggregates"].values():
+        for summary in (env, *env["by_task_type"].values()):
+            assert summary.pop("ci_method") == "bootstrap-percentile"
+    assert doc["aggregates"][MENU]["ci_low"] == doc["aggregates"][MENU]["ci_high"] == 1.0
+    check_submission(doc)
+    doc["aggregates"][MENU].update(ci_low=0.9)
+    assert refused(doc).startswith(f"aggregates of {MENU} disagree with its episodes: ci_low")
+
+
 def test_aggregates_within_tolerance_pass(good):
     doc = copy.deepcopy(good)
     doc["aggregates"][MENU]["mean"] -= 1e-12
