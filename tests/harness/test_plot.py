@@ -14,7 +14,7 @@ PLOTS = textwrap.dedent("""
 
     out = Path(sys.argv[1])
     summary = {"n": 4, "mean": 0.5, "ci_low": 0.25, "ci_high": 0.75}
-    plot_report({"agentgym/Search-Menu-Small-v0": summary}, out / "report.png")
+    plot_report({"oracle": {"agentgym/Search-Menu-Small-v0": summary}}, out / "report.png")
     rows = [{"phase": "rl", "step": s, "success": 0.1 * s, "val_success": 0.2} for s in (1, 2)]
     plot_curve(rows, out / "curve.png")
 """)
