@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -59,6 +60,10 @@ _INFOS = textworld.EnvInfos(admissible_commands=True)
 # The z-machine's random seed (TextWorld stories also seed their own generator).
 _ZMACHINE_SEED = 1234
 _MAX_COMMAND_CHARS = 200
+# The story's closing question once a game ends, won or lost ("Would you like to RESTART,
+# RESTORE a saved game, QUIT or UNDO the last command?"): the episode is over by then, so no
+# command can answer it.
+_END_QUESTION = re.compile(r"\n\s*Would you like to RESTART\b[^\n]*\s*\Z")
 
 
 class TextWorldEnv(AgentEnv[str, str]):
@@ -75,7 +80,8 @@ class TextWorldEnv(AgentEnv[str, str]):
     the turn limit ``truncated``, and its running score a per-step reward.
 
     ## Observation
-    Text: the game's own narration without the trailing prompt and status line. The first
+    Text: the game's own narration without the trailing prompt and status line (and, once the
+    game is over, without the story's question whether to restart, restore or undo). The first
     observation states the quest and describes the starting room (textworld's ASCII-art banner
     is removed); later ones are the game's reply to the last command, or why it was refused.
 
@@ -297,9 +303,10 @@ def _facts_key(facts: Sequence[Any]) -> str:
 
 
 def _narration(feedback: str) -> str:
-    """The game's reply without the trailing command prompt and status line."""
+    """The game's reply without the trailing command prompt, status line and closing question."""
     end = feedback.rfind("\n>")
-    return (feedback[:end] if end >= 0 else feedback).strip()
+    text = (feedback[:end] if end >= 0 else feedback).strip()
+    return _END_QUESTION.sub("", text).strip()
 
 
 def _drop_banner(text: str) -> str:

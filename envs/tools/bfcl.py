@@ -316,7 +316,7 @@ class BFCLEnv(AgentEnv[str, str]):
             return parsed.error
         if parsed.kind != "tool_calls":
             tag = "<summary>" if parsed.kind == "summary" else "<ask>"
-            return f"this task is answered with <tool_call> blocks, not with {tag}. {GRAMMAR}"
+            return f"this task is answered with <tool_call> blocks, not with {tag}."
         bad = [f"call block {i}: {c.error}" for i, c in enumerate(parsed.calls, 1) if c.error]
         return "; ".join(bad) if bad else None
 

@@ -163,7 +163,9 @@ class ToolsEnv(AgentEnv[str, str]):
 
     ## Observation
     Text: the user's request, the tools' schemas (first turn) or their names, the results or
-    errors of the last action's calls (or the user's reply to a question) and the grammar.
+    errors of the last action's calls (or the user's reply to a question, or why the action
+    broke the grammar) and the turn count. The grammar is stated once, in the first
+    observation.
 
     ## Action
     Text: optional ``<think>…</think>``, then one or more ``<tool_call>{"name": …,
@@ -446,7 +448,8 @@ class ToolsEnv(AgentEnv[str, str]):
         else:
             head += [f"Tools: {', '.join(self._world.validator.tools)}"]
         body = ["", *lines] if lines else []
-        turn = f"Turn {self._turn + 1} of {self.max_turns}. {GRAMMAR}"
+        # The action format is stated once: later turns say only what went wrong, if anything.
+        turn = f"Turn {self._turn + 1} of {self.max_turns}." + (f" {GRAMMAR}" if first else "")
         return "\n".join([*head, *body, "", turn])
 
     def _closing(self, won: bool) -> str:

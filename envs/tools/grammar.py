@@ -3,9 +3,10 @@
 An action is ``<think>`` blocks, then ``<tool_call>`` blocks, or one ``<summary>``, or one
 ``<ask>``.
 
-:func:`parse_action` never raises: a malformed action comes back with kind ``"invalid"`` and an
-error that ends with :data:`GRAMMAR`; a call block whose JSON is malformed keeps the kind
-``"tool_calls"`` and carries its own error, so that the env can report each block.
+:func:`parse_action` never raises: a malformed action comes back with kind ``"invalid"`` and a
+short error that says what breaks the grammar (the envs state :data:`GRAMMAR` once, in the
+first observation); a call block whose JSON is malformed keeps the kind ``"tool_calls"`` and
+carries its own error, so that the env can report each block.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def _excerpt(text: str) -> str:
 
 
 def _invalid(message: str) -> ParsedAction:
-    return ParsedAction("invalid", (), "", (), f"{message}. {GRAMMAR}")
+    return ParsedAction("invalid", (), "", (), f"{message}.")
 
 
 def _decode_call(raw: str) -> tuple[str, dict[str, Any]] | str:

@@ -140,6 +140,22 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, words):
     assert not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.parametrize("command", ["eval", "check", "play"])
+def test_unknown_env_kwarg_lists_what_the_id_takes(tmp_path, command):
+    args = {
+        "eval": ("eval", "--agent", "random", "--env", SMALL, "--seeds", "1", "--out", "x.json"),
+        "check": ("check", SMALL),
+        "play": ("play", SMALL),
+    }[command]
+    out = cli(*args, "--env-kwarg", "foo=1", cwd=tmp_path, stdin="")
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert out.stderr.strip().splitlines() == [
+        f"agentgym: error: {SMALL} does not take foo; it takes: preset, path, fmt, retriever, "
+        "search_k, ablation, provenance, split, privileged, max_turns, render_mode"
+    ]
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_check_passes_on_small():
     out = cli("check", SMALL, "--only", "oracle_wins", "--only", "adversarial_actions")
     assert out.returncode == 0, out.stdout + out.stderr

@@ -5,6 +5,7 @@ split's first tasks where they can."""
 
 import json
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -170,6 +171,19 @@ def test_four_tuple_engine_is_adapted_to_terminated_and_truncated():
     with pytest.raises(ResetNeeded):
         env.oracle_action()
     env.close()
+
+
+def test_the_last_observation_ends_the_story_without_the_restart_question(env):
+    env.reset(options={"task_id": TEST_TASKS[1]})
+    while True:
+        obs, _, term, trunc, info = env.step(env.oracle_action())
+        if term or trunc:
+            break
+    assert info["won"] is True
+    # textworld's story asks to restart, restore, quit or undo: the episode is over by then
+    assert "Would you like" not in obs and "RESTART" not in obs
+    ending = r"\*\*\* The End \*\*\*\s+You scored 1 out of a possible 1, in \d+ turns\.\Z"
+    assert re.search(ending, obs), obs
 
 
 def test_adversarial_actions_are_invalid_and_never_raise(env):

@@ -103,12 +103,13 @@ def test_invalid_actions(action: object, message: str) -> None:
     parsed = parse_action(action)
     assert parsed.kind == "invalid" and parsed.calls == () and parsed.segments == ()
     assert parsed.error is not None and parsed.error.startswith(message)
-    assert parsed.error.endswith(GRAMMAR)
+    # a short reason only: the envs state the grammar once, in the first observation
+    assert parsed.error.endswith(".") and GRAMMAR not in parsed.error
 
 
 def test_long_outside_text_is_cut_in_the_error() -> None:
     parsed = parse_action("x" * 100_000)
-    assert parsed.error is not None and len(parsed.error) < len(GRAMMAR) + 100
+    assert parsed.error is not None and len(parsed.error) < 100
 
 
 @pytest.mark.parametrize(
@@ -217,7 +218,7 @@ def test_fuzz_never_raises_and_keeps_invariants() -> None:
         kinds.add(parsed.kind)
         assert parsed.kind in ("tool_calls", "summary", "ask", "invalid")
         if parsed.kind == "invalid":
-            assert parsed.error and parsed.error.endswith(GRAMMAR)
+            assert parsed.error and GRAMMAR not in parsed.error
             assert parsed.calls == () and parsed.segments == ()
             continue
         assert isinstance(action, str) and parsed.error is None

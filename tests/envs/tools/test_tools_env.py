@@ -11,6 +11,7 @@ import pytest
 
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym.envs.tools.backend import TASK_TYPES
+from agentgym.envs.tools.grammar import GRAMMAR
 from agentgym.envs.tools.scheduler import conflicts
 
 DOMAINS = ("Ecommerce", "Accounts", "Travel")
@@ -201,6 +202,21 @@ def test_the_first_observation_shows_every_schema_and_info_the_parsed_calls():
     _, _, _, _, info = env.step(action)
     assert info["tool_calls"] == [{"name": "x", "arguments": {}}]
     assert [action[s["start"] : s["end"]][:7] for s in info["segments"]] == ["<think>", "<tool_c"]
+
+
+def test_the_grammar_is_stated_once_and_an_invalid_action_gets_its_reason():
+    env = make("Travel")
+    obs, _ = env.reset(seed=1)
+    assert obs.endswith(f"Turn 1 of 10. {GRAMMAR}")
+    obs, _, _, _, info = env.step("<summary>")
+    assert info["action_valid"] is False and info["reward_components"]["invalid_action"] == 1.0
+    assert "Invalid action: <summary> is never closed." in obs.splitlines()
+    assert GRAMMAR not in obs and obs.endswith("Turn 2 of 10.")
+    obs, _, _, _, info = env.step("I will book the flight now.")
+    assert "Invalid action: text outside the tags: 'I will book the flight now.'." in obs
+    assert GRAMMAR not in obs
+    obs, _, _, _, info = env.step(env.unwrapped.oracle_action())
+    assert info["action_valid"] is True and GRAMMAR not in obs and obs.endswith("Turn 4 of 10.")
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
