@@ -4,9 +4,9 @@ An action is ``<think>`` blocks, then ``<tool_call>`` blocks, or one ``<summary>
 ``<ask>``.
 
 :func:`parse_action` never raises: a malformed action comes back with kind ``"invalid"`` and a
-short error that says what breaks the grammar (the envs state :data:`GRAMMAR` once, in the
-first observation); a call block whose JSON is malformed keeps the kind ``"tool_calls"`` and
-carries its own error, so that the env can report each block.
+short error that says what breaks the grammar (:func:`reason` is how an env shows it); a call
+block whose JSON is malformed keeps the kind ``"tool_calls"`` and carries its own error, so
+that the env can report each block.
 """
 
 from __future__ import annotations
@@ -69,6 +69,22 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 def _excerpt(text: str) -> str:
     return repr(text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…")
+
+
+def reason(error: str, grammar: bool) -> str:
+    """An invalid action's reason as an env shows it: ``error``, then :data:`GRAMMAR` if asked.
+
+    The v0 ids repeat the grammar after every reason (their text must not change); the v1 ids
+    give the reason alone, since their observations state the grammar elsewhere already.
+
+    Args:
+        error: the short error, e.g. :attr:`ParsedAction.error`.
+        grammar: append :data:`GRAMMAR` (the v0 ids).
+
+    Returns:
+        The reason text.
+    """
+    return f"{error} {GRAMMAR}" if grammar else error
 
 
 def _invalid(message: str) -> ParsedAction:

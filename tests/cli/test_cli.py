@@ -37,6 +37,9 @@ def test_envs_family_filter_and_table():
     assert json.loads(cli("envs", "--family", "search", "--json").stdout)
     tools = {r["id"]: r for r in json.loads(cli("envs", "--family", "tools", "--json").stdout)}
     assert {"agentgym/Tools-Ecommerce-v0", "agentgym/Tools-Travel-Async-v0"} <= set(tools)
+    # a behaviour fix is a new version beside the old id, which keeps working
+    assert {"agentgym/Tools-Ecommerce-v1", "agentgym/Tools-Travel-Async-v1"} <= set(tools)
+    assert "without the grammar" in tools["agentgym/BFCL-Simple-v1"]["description"]
     assert {r["family"] for r in tools.values()} == {"tools"}
     # BFCL ids say how many entries were excluded for contradicting their own schema
     assert "excluded (ground truth contradicts" in tools["agentgym/BFCL-Simple-v0"]["note"]
