@@ -108,7 +108,13 @@ def check(
     env_kwarg: EnvKwargs = None,
     only: Annotated[list[str] | None, typer.Option(help="Run only this check.")] = None,
 ) -> None:
-    """Run the full environment checker on one id (exit 1 if a check fails)."""
+    """Run the full environment checker on one id (exit 1 if a check fails).
+
+    Examples:
+        agentgym check agentgym/Search-Menu-Small-v1 --only oracle_wins
+
+        agentgym check agentgym/Tools-Travel-v0 --env-kwarg world_seed=1
+    """
     from agentgym.checker import CHECKS, check_agent_env
 
     unknown = sorted(set(only or []) - set(CHECKS))
@@ -170,7 +176,13 @@ def eval_(
         bool, typer.Option(help="Also run the positive (oracle) and null controls.")
     ] = False,
 ) -> None:
-    """Score an agent over many random seeds and write the results file."""
+    """Score an agent over many random seeds and write the results file.
+
+    Examples:
+        agentgym eval --agent oracle --env agentgym/Search-Menu-Small-v1 --seeds 50 --out r.json
+
+        agentgym eval --agent random --env agentgym/Tools-Travel-v0 --seeds 20 --out t.json
+    """
     from agentgym.harness.evaluate import Interrupted, evaluate
     from agentgym.harness.report import print_report
 

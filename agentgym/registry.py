@@ -10,6 +10,7 @@ import difflib
 import functools
 import importlib
 import importlib.util
+import inspect
 import pkgutil
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -141,13 +142,61 @@ def env_ids(family: str | None = None) -> list[str]:
     return sorted(i for i, r in _REGISTRY.items() if family is None or r.family == family)
 
 
+def env_class(env_id: str) -> type:
+    """The class the id's string entry point names (imported on first use)."""
+    module, _, name = env_info(env_id).entry_point.partition(":")
+    cls: type = getattr(importlib.import_module(module), name)
+    return cls
+
+
 def env_note(env_id: str) -> str:
     """The note the id's env class gives for it (``AgentEnv.registry_note``), or ""."""
-    info = env_info(env_id)
-    module, _, name = info.entry_point.partition(":")
-    cls = getattr(importlib.import_module(module), name)
-    note = getattr(cls, "registry_note", None)
-    return str(note(**info.kwargs)) if note is not None else ""
+    note = getattr(env_class(env_id), "registry_note", None)
+    return str(note(**env_info(env_id).kwargs)) if note is not None else ""
+
+
+def accepted_kwargs(env_id: str) -> list[str] | None:
+    """The keyword arguments the id's env class takes, read from its ``__init__`` signatures.
+
+    A constructor that passes ``**kwargs`` on to its base class adds the base's names, up the
+    class's MRO. None when the names cannot be known (a ``**kwargs`` that reaches ``object``).
+    """
+    names: list[str] = []
+    for cls in env_class(env_id).__mro__:
+        init = vars(cls).get("__init__")
+        if init is None:
+            continue
+        if cls is object:
+            return None
+        params = list(inspect.signature(init).parameters.values())[1:]  # without self
+        keywords = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        names += [p.name for p in params if p.kind in keywords and p.name not in names]
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return names
+    return None
+
+
+# gymnasium.make's own options (max_episode_steps, ...) are no arguments of the env's class.
+_MAKE_OPTIONS = frozenset(inspect.signature(gym.make).parameters) - {"id", "kwargs"}
+
+
+def check_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
+    """Refuse keyword arguments the id's env class does not take.
+
+    Raises:
+        BadInput: one line naming the unknown arguments and listing the accepted ones.
+    """
+    accepted = accepted_kwargs(env_id)
+    if accepted is None:
+        return
+    unknown = sorted(set(kwargs) - set(accepted) - _MAKE_OPTIONS)
+    if not unknown:
+        return
+    guesses = [m[0] for u in unknown if (m := difflib.get_close_matches(u, accepted, n=1))]
+    hint = f" (did you mean {' or '.join(guesses)}?)" if guesses else ""
+    raise BadInput(
+        f"{env_id} does not take {', '.join(unknown)}{hint}; it takes: {', '.join(accepted)}"
+    )
 
 
 def env_info(env_id: str) -> EnvInfo:
@@ -164,8 +213,14 @@ def env_info(env_id: str) -> EnvInfo:
 
 
 def make(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
-    """``gymnasium.make`` for agentgym ids, with a "did you mean" error for unknown ids."""
+    """``gymnasium.make`` for agentgym ids, with a "did you mean" error for unknown ids.
+
+    Raises:
+        UnknownEnv: ``env_id`` is not registered.
+        BadInput: a keyword argument the env does not take (the message lists those it does).
+    """
     env_info(env_id)
+    check_kwargs(env_id, kwargs)
     try:
         with warnings.catch_warnings():
             # An id whose newer version exists stays a maintained benchmark (its results stay

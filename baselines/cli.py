@@ -17,6 +17,40 @@ from agentgym.baselines.train import train
 from agentgym.core.errors import BadInput
 from agentgym.terminal import out
 
+TRAIN_EXAMPLES = (
+    "agentgym train --env agentgym/Search-Menu-Small-v1 --credit gigpo --steps 20 --out runs/gigpo",
+    "agentgym train --env agentgym/Search-Menu-Small-v1 --credit gigpo+proas --steps 20 "
+    "--out runs/gigpo-proas",
+    "agentgym train --env agentgym/ALFWorld-Small-v0 --credit grpo --credit-settings "
+    '\'{"grpo": {"zero_std": "drop"}}\' --history 2 --pin-first --out runs/alf',
+)
+"""The examples ``agentgym train --help`` ends with (tests/test_examples.py checks them)."""
+
+
+def train_help() -> str:
+    """What ``agentgym train --help`` prints: the usage, every option, then the examples."""
+    return "\n".join(
+        [
+            "Usage: agentgym train --out DIR [OPTIONS]\n\nOptions:",
+            "  --out DIR              where the final checkpoint goes",
+            options_help(TrainConfig),
+            "\nExamples:",
+            *(f"  {example}" for example in TRAIN_EXAMPLES),
+        ]
+    )
+
+
+def parse_train_args(args: list[str]) -> tuple[TrainConfig, Path]:
+    """The config and the output folder that ``agentgym train`` arguments give.
+
+    Raises:
+        BadInput: no ``--out DIR``, an unknown option or a malformed value.
+    """
+    if "--out" not in args or args.index("--out") + 1 >= len(args):
+        raise BadInput("train needs --out DIR (the final checkpoint is written there)")
+    i = args.index("--out")
+    return parse_options(TrainConfig, args[:i] + args[i + 2 :]), Path(args[i + 1])
+
 
 def train_command(args: list[str]) -> None:
     """``agentgym train --out DIR [OPTIONS]``: train from the options of :class:`TrainConfig`.
@@ -25,15 +59,9 @@ def train_command(args: list[str]) -> None:
     option).
     """
     if "--help" in args or "-h" in args:
-        out.print("Usage: agentgym train --out DIR [OPTIONS]\n\nOptions:", markup=False)
-        out.print("  --out DIR              where the final checkpoint goes", markup=False)
-        out.print(options_help(TrainConfig), markup=False)
+        out.print(train_help(), markup=False)
         return
-    if "--out" not in args or args.index("--out") + 1 >= len(args):
-        raise BadInput("train needs --out DIR (the final checkpoint is written there)")
-    i = args.index("--out")
-    target = Path(args[i + 1])
-    cfg = parse_options(TrainConfig, args[:i] + args[i + 2 :])
+    cfg, target = parse_train_args(args)
     final = train(cfg, target)
     out.print(f"checkpoint: {final} (evaluate it with: agentgym eval --agent {final} ...)")
 

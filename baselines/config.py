@@ -142,7 +142,7 @@ class TrainConfig:
     env: str = "agentgym/Search-Menu-Small-v0"
     """Env id to train on (its train split)."""
     credit: str = "grpo"
-    """Credit variants joined by '+', e.g. 'gigpo' or 'grpo+sdar'."""
+    """Credit variants joined by '+', e.g. 'gigpo' or 'gigpo+proas'."""
     credit_settings: str = ""
     """Settings of the named variants as JSON, e.g. '{"grpo": {"zero_std": "drop"}}' (each
     variant's Config fields; unknown names or fields are refused)."""

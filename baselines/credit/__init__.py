@@ -5,7 +5,7 @@ of the package is imported with it), registered by name with :func:`register`, o
 the hooks it needs. Every hook has the signature ``hook(self, batch, ctx)``; the trainer calls
 them, in this order, only through :meth:`Plan.run`, and never names a variant::
 
-    plan = compose("gigpo+sdar", config)   # refuses unknown names and clashing single slots
+    plan = compose("gigpo+proas", config)   # refuses unknown names and clashing single slots
     plan.check(env)                        # refuses envs lacking an info key or ability
     for hook in HOOKS: plan.run(hook, batch, ctx)
 
@@ -387,7 +387,7 @@ def _pick_aggregation(named: list[CreditVariant], defaults: list[CreditVariant],
 
 
 def compose(spec: str, config: Any = None) -> Plan:
-    """Build the plan for ``--credit spec``, e.g. ``"gigpo+sdar"`` (``""`` = the defaults).
+    """Build the plan for ``--credit spec``, e.g. ``"gigpo+proas"`` (``""`` = the defaults).
 
     Each name is a registered variant or ``"module:Class"``; each variant is constructed with
     ``config``. Empty single slots get their defaults (:data:`SINGLE_SLOTS`).

@@ -7,6 +7,7 @@ own PDDL domain.
 from __future__ import annotations
 
 from importlib.util import find_spec
+from typing import Any
 
 from agentgym.registry import register as _register
 
@@ -19,7 +20,7 @@ for _dependency in ("textworld", "alfworld"):
 _TEXTWORLD = "agentgym.envs.text.textworld_env:TextWorldEnv"
 _ALFWORLD = "agentgym.envs.text.alfworld_env:ALFWorldEnv"
 
-_IDS = {
+_IDS: dict[str, tuple[str, dict[str, Any], str]] = {
     "agentgym/TextWorld-Small-v0": (
         _TEXTWORLD,
         {"preset": "small"},
@@ -29,6 +30,20 @@ _IDS = {
         _TEXTWORLD,
         {"preset": "medium"},
         "TextWorld quests generated from seeds: 6-8 rooms, 5-step quests (medium)",
+    ),
+    # v1: the last observation without the story's question whether to restart, restore, quit
+    # or undo. v0 keeps its text byte for byte (recorded transcripts replay on it).
+    "agentgym/TextWorld-Small-v1": (
+        _TEXTWORLD,
+        {"preset": "small", "end_question": False},
+        "TextWorld quests generated from seeds: 3-5 rooms, 3-step quests (small); "
+        "no restart question at the end",
+    ),
+    "agentgym/TextWorld-Medium-v1": (
+        _TEXTWORLD,
+        {"preset": "medium", "end_question": False},
+        "TextWorld quests generated from seeds: 6-8 rooms, 5-step quests (medium); "
+        "no restart question at the end",
     ),
     "agentgym/ALFWorld-Small-v0": (
         _ALFWORLD,

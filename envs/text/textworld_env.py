@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -59,6 +60,10 @@ _INFOS = textworld.EnvInfos(admissible_commands=True)
 # The z-machine's random seed (TextWorld stories also seed their own generator).
 _ZMACHINE_SEED = 1234
 _MAX_COMMAND_CHARS = 200
+# The story's closing question once a game ends, won or lost ("Would you like to RESTART,
+# RESTORE a saved game, QUIT or UNDO the last command?"): the episode is over by then, so no
+# command can answer it. v1 drops it; v0 keeps it (its observations must not change).
+_END_QUESTION = re.compile(r"\n\s*Would you like to RESTART\b[^\n]*\s*\Z")
 
 
 class TextWorldEnv(AgentEnv[str, str]):
@@ -75,9 +80,11 @@ class TextWorldEnv(AgentEnv[str, str]):
     the turn limit ``truncated``, and its running score a per-step reward.
 
     ## Observation
-    Text: the game's own narration without the trailing prompt and status line. The first
-    observation states the quest and describes the starting room (textworld's ASCII-art banner
-    is removed); later ones are the game's reply to the last command, or why it was refused.
+    Text: the game's own narration without the trailing prompt and status line (in v1 also,
+    once the game is over, without the story's question whether to restart, restore or undo:
+    no command can answer it). The first observation states the quest and describes the
+    starting room (textworld's ASCII-art banner is removed); later ones are the game's reply
+    to the last command, or why it was refused.
 
     ## Action
     Text (:class:`~agentgym.core.spaces.String`): one of ``info["admissible_actions"]``
@@ -100,20 +107,25 @@ class TextWorldEnv(AgentEnv[str, str]):
 
     ## Registered ids
     ``agentgym/TextWorld-Small-v0`` (``preset="small"``) and ``agentgym/TextWorld-Medium-v0``
-    (``preset="medium"``). Task ids are game seeds: train 0-999, val 1000-1099, test 1100-1199.
+    (``preset="medium"``), and the same with ``-v1`` (``end_question=False``). Task ids are game
+    seeds: train 0-999, val 1000-1099, test 1100-1199.
 
     ## Version history
     v0: first version.
+    v1: the last observation ends with the story's end (score and turns), without its question
+    whether to restart, restore, quit or undo. Games, rewards and actions are those of v0.
     """
 
     family = "text"
     domain = "textworld"
 
-    def __init__(self, preset: str = "small", **kwargs: Any):
+    def __init__(self, preset: str = "small", end_question: bool = True, **kwargs: Any):
         """Create the env.
 
         Args:
             preset: a key of :data:`PRESETS`.
+            end_question: keep the story's closing question in the last observation (the v0
+                ids; the v1 ids drop it).
             **kwargs: ``split``, ``privileged``, ``max_turns`` (the preset's if None) and
                 ``render_mode``, as for :class:`~agentgym.core.env.AgentEnv`.
         """
@@ -121,6 +133,7 @@ class TextWorldEnv(AgentEnv[str, str]):
             raise BadInput(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
         self.preset_name = preset
         self.preset = PRESETS[preset]
+        self.end_question = bool(end_question)
         if kwargs.get("max_turns") is None:
             kwargs["max_turns"] = self.preset.max_turns
         super().__init__(**kwargs)
@@ -152,12 +165,15 @@ class TextWorldEnv(AgentEnv[str, str]):
             "preset": self.preset_name,
             **asdict(self.preset),
             "world_sizes": list(self.preset.world_sizes),
+            # only when it differs from v0's, so that v0's data hash and snapshots stay as they were
+            **({} if self.end_question else {"end_question": False}),
         }
 
     # ------------------------------------------------------------------ episode
     def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
         self._reset_engine(task_id)
-        return _drop_banner(_narration(self._game.feedback)), self._info(True, 0.0)
+        text = _narration(self._game.feedback, self.end_question)
+        return _drop_banner(text), self._info(True, 0.0)
 
     def _apply(self, action: Any) -> Transition:
         command = self._admissible(action)
@@ -168,7 +184,8 @@ class TextWorldEnv(AgentEnv[str, str]):
         self._commands.append(command)
         reward = float(score - self._score)
         self._score = score
-        return Transition(_narration(game.feedback), reward, bool(done), self._info(True, reward))
+        text = _narration(game.feedback, self.end_question)
+        return Transition(text, reward, bool(done), self._info(True, reward))
 
     def _reset_engine(self, task_id: str) -> None:
         """Load the task's game (generating it on first use) and restart it."""
@@ -296,10 +313,14 @@ def _facts_key(facts: Sequence[Any]) -> str:
     return _sha1("\n".join(lines))
 
 
-def _narration(feedback: str) -> str:
-    """The game's reply without the trailing command prompt and status line."""
+def _narration(feedback: str, end_question: bool) -> str:
+    """The game's reply without the trailing command prompt and status line.
+
+    Without the story's closing question too, unless ``end_question`` (v0's text).
+    """
     end = feedback.rfind("\n>")
-    return (feedback[:end] if end >= 0 else feedback).strip()
+    text = (feedback[:end] if end >= 0 else feedback).strip()
+    return text if end_question else _END_QUESTION.sub("", text).strip()
 
 
 def _drop_banner(text: str) -> str:

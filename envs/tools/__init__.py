@@ -16,24 +16,34 @@ _DOMAINS = {
     "Travel": ("TravelEnv", "flights, hotels, bookings and payments"),
 }
 
+# (version, what the description adds, constructor arguments)
+_VERSIONS: tuple[tuple[int, str, dict[str, bool]], ...] = (
+    (0, "", {}),
+    (1, "; invalid-action reasons without the grammar", {"grammar_in_errors": False}),
+)
+
 
 def register() -> None:
     """Register the family's ids (idempotent); the BFCL ids only with bfcl-eval installed."""
     for name, (cls, what) in _DOMAINS.items():
         entry = f"agentgym.envs.tools.env:{cls}"
-        _register(
-            f"agentgym/Tools-{name}-v0",
-            entry,
-            family="tools",
-            description=f"Schema-guided mock APIs: {what}",
-        )
-        _register(
-            f"agentgym/Tools-{name}-Async-v0",
-            entry,
-            family="tools",
-            description=f"Schema-guided mock APIs with asynchronous calls: {what}",
-            kwargs={"async_calls": True},
-        )
+        # v1: an invalid action's reason no longer repeats the grammar that ends every
+        # observation. v0 keeps its text byte for byte (recorded transcripts replay on it).
+        for version, note, extra in _VERSIONS:
+            _register(
+                f"agentgym/Tools-{name}-v{version}",
+                entry,
+                family="tools",
+                description=f"Schema-guided mock APIs: {what}{note}",
+                kwargs=dict(extra),
+            )
+            _register(
+                f"agentgym/Tools-{name}-Async-v{version}",
+                entry,
+                family="tools",
+                description=f"Schema-guided mock APIs with asynchronous calls: {what}{note}",
+                kwargs={"async_calls": True, **extra},
+            )
     from agentgym.envs.tools.bfcl import register_ids
 
     register_ids(_register)

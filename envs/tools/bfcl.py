@@ -23,7 +23,7 @@ from agentgym.core.errors import BadInput, ResetNeeded
 from agentgym.core.spaces import String
 from agentgym.envs.tools.bfcl_match import Verdict as Verdict  # re-exported
 from agentgym.envs.tools.bfcl_match import gold_calls, match_calls, render_calls
-from agentgym.envs.tools.grammar import GRAMMAR, ParsedAction, parse_action
+from agentgym.envs.tools.grammar import GRAMMAR, ParsedAction, parse_action, reason
 
 CATEGORIES: dict[str, tuple[str, ...]] = {
     "simple": ("simple_python",),
@@ -219,11 +219,13 @@ class BFCLEnv(AgentEnv[str, str]):
     ``action_valid`` False).
 
     ## Registered ids
-    ``agentgym/BFCL-{Simple,Multiple,Parallel,ParallelMultiple,Live}-v0``, registered only when
-    bfcl-eval is installed.
+    ``agentgym/BFCL-{Simple,Multiple,Parallel,ParallelMultiple,Live}-v0`` and the same five
+    with ``-v1`` (``grammar_in_errors=False``), registered only when bfcl-eval is installed.
 
     ## Version history
     v0: first version.
+    v1: the reason given for an invalid action no longer repeats the grammar, which the first
+    observation states.
     """
 
     family = "tools"
@@ -231,17 +233,24 @@ class BFCLEnv(AgentEnv[str, str]):
     default_max_turns = 1
 
     def __init__(
-        self, category: str, data_dir: str | os.PathLike[str] | None = None, **kwargs: Any
+        self,
+        category: str,
+        data_dir: str | os.PathLike[str] | None = None,
+        grammar_in_errors: bool = True,
+        **kwargs: Any,
     ):
         """Create the env.
 
         Args:
             category: one of :data:`CATEGORIES`.
             data_dir: a folder in BFCL's layout; the installed package's data if None.
+            grammar_in_errors: repeat the grammar after an invalid action's reason (the v0
+                ids; the v1 ids give the reason alone).
             **kwargs: split, privileged, max_turns, render_mode (see ``AgentEnv``).
         """
         super().__init__(**kwargs)
         self.category = category
+        self.grammar_in_errors = bool(grammar_in_errors)
         self._data = load_category(category, data_dir)
         self.observation_space = String()
         self.action_space = String()
@@ -270,7 +279,9 @@ class BFCLEnv(AgentEnv[str, str]):
         return task_id in self._data.entries
 
     def _config(self) -> dict[str, Any]:
-        return {"category": self.category, "data": self._data.digest}
+        config = {"category": self.category, "data": self._data.digest}
+        # only when it differs from v0's, so that v0's data hash and snapshots stay as they were
+        return config if self.grammar_in_errors else {**config, "grammar_in_errors": False}
 
     @property
     def entry(self) -> Entry:
@@ -310,13 +321,13 @@ class BFCLEnv(AgentEnv[str, str]):
         info = self._info(valid=True, parsed=parsed, progress=verdict.matched / verdict.total)
         return Transition(obs, float(verdict.won), True, info)
 
-    @staticmethod
-    def _action_error(parsed: ParsedAction) -> str | None:
+    def _action_error(self, parsed: ParsedAction) -> str | None:
         if parsed.kind == "invalid":
-            return parsed.error
+            return reason(parsed.error or "", self.grammar_in_errors)
         if parsed.kind != "tool_calls":
             tag = "<summary>" if parsed.kind == "summary" else "<ask>"
-            return f"this task is answered with <tool_call> blocks, not with {tag}. {GRAMMAR}"
+            text = f"this task is answered with <tool_call> blocks, not with {tag}."
+            return reason(text, self.grammar_in_errors)
         bad = [f"call block {i}: {c.error}" for i, c in enumerate(parsed.calls, 1) if c.error]
         return "; ".join(bad) if bad else None
 
@@ -362,14 +373,25 @@ def _calls(parsed: ParsedAction) -> list[dict[str, Any]]:
 
 
 def register_ids(register: Callable[..., None]) -> None:
-    """Register ``agentgym/BFCL-<Variant>-v0`` for each category, when bfcl-eval is installed."""
+    """Register ``agentgym/BFCL-<Variant>-v0`` and ``-v1`` per category, with bfcl-eval installed.
+
+    v1 gives an invalid action's reason without repeating the grammar (see :class:`BFCLEnv`).
+    """
     if importlib.util.find_spec("bfcl_eval") is None:
         return
     for category, (variant, what) in _VARIANTS.items():
+        description = f"BFCL function calling ({what}), scored by BFCL's AST rules"
         register(
             f"agentgym/BFCL-{variant}-v0",
             "agentgym.envs.tools.bfcl:BFCLEnv",
             family="tools",
-            description=f"BFCL function calling ({what}), scored by BFCL's AST rules",
+            description=description,
             kwargs={"category": category},
+        )
+        register(
+            f"agentgym/BFCL-{variant}-v1",
+            "agentgym.envs.tools.bfcl:BFCLEnv",
+            family="tools",
+            description=f"{description}; invalid-action reasons without the grammar",
+            kwargs={"category": category, "grammar_in_errors": False},
         )

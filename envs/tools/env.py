@@ -15,7 +15,7 @@ from agentgym.core.env import AgentEnv, Transition
 from agentgym.core.errors import BadInput, ResetNeeded
 from agentgym.core.spaces import String
 from agentgym.envs.tools.backend import TASK_TYPES, Domain, Task, ToolFailure
-from agentgym.envs.tools.grammar import GRAMMAR, parse_action
+from agentgym.envs.tools.grammar import GRAMMAR, parse_action, reason
 from agentgym.envs.tools.rewards import canonical, hierr, missing_facts, tool_exact_match
 from agentgym.envs.tools.scheduler import LatencyModel, Scheduler
 from agentgym.envs.tools.schema import Validator, error
@@ -163,7 +163,8 @@ class ToolsEnv(AgentEnv[str, str]):
 
     ## Observation
     Text: the user's request, the tools' schemas (first turn) or their names, the results or
-    errors of the last action's calls (or the user's reply to a question) and the grammar.
+    errors of the last action's calls (or the user's reply to a question, or why the action
+    broke the grammar), and the turn count followed by the grammar.
 
     ## Action
     Text: optional ``<think>…</think>``, then one or more ``<tool_call>{"name": …,
@@ -194,10 +195,13 @@ class ToolsEnv(AgentEnv[str, str]):
     Terminates on a summary; truncates after ``max_turns`` turns (10 by default).
 
     ## Registered ids
-    ``agentgym/Tools-{Ecommerce,Accounts,Travel}-v0`` and their ``-Async-v0`` twins.
+    ``agentgym/Tools-{Ecommerce,Accounts,Travel}-v0`` and their ``-Async-v0`` twins;
+    ``-v1`` and ``-Async-v1`` ids of each domain (``grammar_in_errors=False``).
 
     ## Version history
     v0: first version.
+    v1: the reason given for an invalid action no longer repeats the grammar, which the
+    observation's last line states anyway (so it appeared twice).
     """
 
     family = "tools"
@@ -208,6 +212,7 @@ class ToolsEnv(AgentEnv[str, str]):
         async_calls: bool = False,
         world_seed: int = 0,
         tool_latency_scale: float = 1.0,
+        grammar_in_errors: bool = True,
         **kwargs: Any,
     ):
         """Create the env (a subclass per domain names it).
@@ -217,6 +222,8 @@ class ToolsEnv(AgentEnv[str, str]):
             world_seed: seed of the backend, the tasks and the latencies.
             tool_latency_scale: multiplies every tool's mean latency (1: internal APIs of
                 50–400 ms; 10: slow third-party APIs).
+            grammar_in_errors: repeat the grammar after an invalid action's reason (the v0
+                ids; the v1 ids give the reason alone).
             **kwargs: split, privileged, max_turns, render_mode (see ``AgentEnv``).
         """
         if self.domain not in DOMAINS:
@@ -224,6 +231,7 @@ class ToolsEnv(AgentEnv[str, str]):
         super().__init__(**kwargs)
         self.async_calls = bool(async_calls)
         self.world_seed = int(world_seed)
+        self.grammar_in_errors = bool(grammar_in_errors)
         self._world = _world(self.domain, self.world_seed)
         if not tool_latency_scale > 0:
             raise BadInput(f"tool_latency_scale must be > 0, got {tool_latency_scale}")
@@ -265,6 +273,8 @@ class ToolsEnv(AgentEnv[str, str]):
             "async_calls": self.async_calls,
             "world_seed": self.world_seed,
             "tool_latency_scale": self.latency.tool_scale,
+            # only when it differs from v0's, so that v0's data hash and snapshots stay as they were
+            **({} if self.grammar_in_errors else {"grammar_in_errors": False}),
         }
 
     # ------------------------------------------------------------------ episode
@@ -285,7 +295,7 @@ class ToolsEnv(AgentEnv[str, str]):
         if parsed.kind == "invalid":
             self._ep.all_valid = False
             self._tick(elapsed)
-            lines = [f"Invalid action: {parsed.error}"]
+            lines = [f"Invalid action: {reason(parsed.error or '', self.grammar_in_errors)}"]
             return self._step_result(lines, False, segments, [], terminal=False)
         if parsed.kind == "ask":
             self._ep.asked = True

@@ -3,9 +3,10 @@
 An action is ``<think>`` blocks, then ``<tool_call>`` blocks, or one ``<summary>``, or one
 ``<ask>``.
 
-:func:`parse_action` never raises: a malformed action comes back with kind ``"invalid"`` and an
-error that ends with :data:`GRAMMAR`; a call block whose JSON is malformed keeps the kind
-``"tool_calls"`` and carries its own error, so that the env can report each block.
+:func:`parse_action` never raises: a malformed action comes back with kind ``"invalid"`` and a
+short error that says what breaks the grammar (:func:`reason` is how an env shows it); a call
+block whose JSON is malformed keeps the kind ``"tool_calls"`` and carries its own error, so
+that the env can report each block.
 """
 
 from __future__ import annotations
@@ -70,8 +71,24 @@ def _excerpt(text: str) -> str:
     return repr(text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…")
 
 
+def reason(error: str, grammar: bool) -> str:
+    """An invalid action's reason as an env shows it: ``error``, then :data:`GRAMMAR` if asked.
+
+    The v0 ids repeat the grammar after every reason (their text must not change); the v1 ids
+    give the reason alone, since their observations state the grammar elsewhere already.
+
+    Args:
+        error: the short error, e.g. :attr:`ParsedAction.error`.
+        grammar: append :data:`GRAMMAR` (the v0 ids).
+
+    Returns:
+        The reason text.
+    """
+    return f"{error} {GRAMMAR}" if grammar else error
+
+
 def _invalid(message: str) -> ParsedAction:
-    return ParsedAction("invalid", (), "", (), f"{message}. {GRAMMAR}")
+    return ParsedAction("invalid", (), "", (), f"{message}.")
 
 
 def _decode_call(raw: str) -> tuple[str, dict[str, Any]] | str:

@@ -38,6 +38,9 @@ def test_envs_family_filter_and_table():
     assert json.loads(cli("envs", "--family", "search", "--json").stdout)
     tools = {r["id"]: r for r in json.loads(cli("envs", "--family", "tools", "--json").stdout)}
     assert {"agentgym/Tools-Ecommerce-v0", "agentgym/Tools-Travel-Async-v0"} <= set(tools)
+    # a behaviour fix is a new version beside the old id, which keeps working
+    assert {"agentgym/Tools-Ecommerce-v1", "agentgym/Tools-Travel-Async-v1"} <= set(tools)
+    assert "without the grammar" in tools["agentgym/BFCL-Simple-v1"]["description"]
     assert {r["family"] for r in tools.values()} == {"tools"}
     # BFCL ids say how many entries were excluded for contradicting their own schema
     assert "excluded (ground truth contradicts" in tools["agentgym/BFCL-Simple-v0"]["note"]
@@ -138,6 +141,22 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, words):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], out.stderr
     assert "Traceback" not in out.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("command", ["eval", "check", "play"])
+def test_unknown_env_kwarg_lists_what_the_id_takes(tmp_path, command):
+    args = {
+        "eval": ("eval", "--agent", "random", "--env", SMALL, "--seeds", "1", "--out", "x.json"),
+        "check": ("check", SMALL),
+        "play": ("play", SMALL),
+    }[command]
+    out = cli(*args, "--env-kwarg", "foo=1", cwd=tmp_path, stdin="")
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert out.stderr.strip().splitlines() == [
+        f"agentgym: error: {SMALL} does not take foo; it takes: preset, path, fmt, retriever, "
+        "search_k, ablation, provenance, split, privileged, max_turns, render_mode"
+    ]
     assert not (tmp_path / "x.json").exists()
 
 

@@ -6,7 +6,7 @@ import pytest
 
 import agentgym
 from agentgym.core.errors import BadInput, UnknownEnv
-from agentgym.registry import env_ids, env_info, register
+from agentgym.registry import accepted_kwargs, env_ids, env_info, register
 
 
 def test_ids_follow_the_naming_scheme_and_are_known_to_gymnasium():
@@ -29,9 +29,20 @@ def test_unknown_id_suggests_the_closest():
         agentgym.make("agentgym/Search-Menu-Smal-v0")
 
 
-def test_bad_constructor_argument_is_bad_input():
-    with pytest.raises(BadInput):
+def test_bad_constructor_argument_is_bad_input_listing_the_accepted_ones():
+    takes = "it takes: preset, path, fmt, retriever, search_k, ablation, provenance, split,"
+    with pytest.raises(BadInput, match=f"does not take colour; {takes}"):
         agentgym.make("agentgym/Search-Menu-Small-v0", colour="blue")
+    with pytest.raises(BadInput, match=r"does not take retriver \(did you mean retriever\?\)"):
+        agentgym.make("agentgym/Search-Menu-Small-v0", retriver="bm25")
+
+
+def test_every_id_knows_the_keyword_arguments_its_class_takes():
+    for env_id in env_ids():
+        accepted = accepted_kwargs(env_id)
+        assert accepted is not None, env_id
+        assert {"split", "privileged", "max_turns", "render_mode"} <= set(accepted), env_id
+        assert set(env_info(env_id).kwargs) <= set(accepted), env_id
 
 
 def test_registration_is_idempotent_and_refuses_a_conflicting_spec():

@@ -5,11 +5,13 @@ split's first tasks where they can."""
 
 import json
 import pickle
+import re
 
 import numpy as np
 import pytest
 import textworld
 
+from agentgym import make
 from agentgym.agents.builtin import RandomAgent
 from agentgym.checker.transcript import canonical, continue_canonical
 from agentgym.core.errors import BadInput, ResetNeeded, SnapshotMismatch
@@ -170,6 +172,48 @@ def test_four_tuple_engine_is_adapted_to_terminated_and_truncated():
     with pytest.raises(ResetNeeded):
         env.oracle_action()
     env.close()
+
+
+def _last_observation(env, task_id):
+    """Follow the oracle on ``task_id`` to the end; returns the last observation and info."""
+    env.reset(options={"task_id": task_id})
+    while True:
+        obs, _, term, trunc, info = env.step(env.oracle_action())
+        if term or trunc:
+            return obs, info
+
+
+ENDING = r"\*\*\* The End \*\*\*\s+You scored 1 out of a possible 1, in \d+ turns\."
+QUESTION = "Would you like to RESTART, RESTORE a saved game, QUIT or UNDO the last command?"
+
+
+def test_v0_keeps_the_storys_closing_question(env):
+    obs, info = _last_observation(env, TEST_TASKS[1])
+    assert info["won"] is True
+    # v0's text is kept byte for byte, the story's question included
+    assert re.search(ENDING + r"\s+" + re.escape(QUESTION) + r"\Z", obs), obs
+
+
+def test_v1_ends_the_story_without_the_restart_question(env):
+    new = TextWorldEnv("small", end_question=False, split="test")
+    obs, info = _last_observation(new, TEST_TASKS[1])
+    new.close()
+    assert info["won"] is True
+    # textworld's story asks to restart, restore, quit or undo: the episode is over by then
+    assert "Would you like" not in obs and "RESTART" not in obs
+    assert re.search(ENDING + r"\Z", obs), obs
+    old, _ = _last_observation(env, TEST_TASKS[1])
+    assert old.startswith(obs) and old[len(obs) :].strip() == QUESTION
+
+
+def test_the_v1_ids_drop_the_question_and_keep_the_v0_world():
+    for preset in ("Small", "Medium"):
+        old = make(f"agentgym/TextWorld-{preset}-v0").unwrapped
+        new = make(f"agentgym/TextWorld-{preset}-v1").unwrapped
+        assert (old.end_question, new.end_question) == (True, False)
+        assert new.preset == old.preset and new.task_ids("test") == old.task_ids("test")
+        # distinct identities: a v0 snapshot does not restore into v1, whose text differs
+        assert new.data_hash != old.data_hash
 
 
 def test_adversarial_actions_are_invalid_and_never_raise(env):

@@ -397,6 +397,29 @@ def test_bad_actions_are_invalid_and_end_the_episode(name: str, action: Any) -> 
     assert not info_problems(info, privileged=True)
 
 
+@pytest.mark.parametrize(
+    ("action", "error"),
+    [
+        (
+            "<summary>The factorial is 120.</summary>",
+            "this task is answered with <tool_call> blocks, not with <summary>.",
+        ),
+        ("Sure.", "text outside the tags: 'Sure.'."),
+    ],
+)
+def test_v0_repeats_the_grammar_after_the_reason_and_v1_does_not(action: str, error: str) -> None:
+    observations = []
+    for grammar_in_errors in (True, False):
+        env = make("simple", grammar_in_errors=grammar_in_errors)
+        first, _ = env.reset(options={"task_id": "simple_python_1"})
+        assert first.endswith(GRAMMAR)
+        obs, *_ = env.step(action)
+        observations.append(obs)
+    # v0's text is kept byte for byte; v1 does not repeat what the first observation says
+    assert observations[0] == f"Invalid action: {error} {GRAMMAR}\nThe episode is over."
+    assert observations[1] == f"Invalid action: {error}\nThe episode is over."
+
+
 def test_malformed_block_is_reported_with_the_parsed_calls() -> None:
     env = make("parallel")
     env.reset(options={"task_id": "parallel_0"})
@@ -481,17 +504,15 @@ def test_register_ids() -> None:
         calls.append((env_id, entry_point, kw))
 
     bfcl.register_ids(register)
-    assert [c[0] for c in calls] == [
-        "agentgym/BFCL-Simple-v0",
-        "agentgym/BFCL-Multiple-v0",
-        "agentgym/BFCL-Parallel-v0",
-        "agentgym/BFCL-ParallelMultiple-v0",
-        "agentgym/BFCL-Live-v0",
-    ]
-    for _, entry_point, kw in calls:
+    variants = ["Simple", "Multiple", "Parallel", "ParallelMultiple", "Live"]
+    assert [c[0] for c in calls] == [f"agentgym/BFCL-{v}-v{n}" for v in variants for n in (0, 1)]
+    for env_id, entry_point, kw in calls:
         assert entry_point == "agentgym.envs.tools.bfcl:BFCLEnv"
         assert kw["family"] == "tools" and kw["description"]
         assert kw["kwargs"]["category"] in CATEGORIES
+        # v0 keeps its constructor arguments; v1 gives invalid actions' reasons alone
+        extra = {"grammar_in_errors": False} if env_id.endswith("-v1") else {}
+        assert kw["kwargs"] == {"category": kw["kwargs"]["category"], **extra}
 
 
 # ---------------------------------------------------------------------- the installed package

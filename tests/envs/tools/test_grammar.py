@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agentgym.envs.tools.grammar import GRAMMAR, CallBlock, ParsedAction, parse_action
+from agentgym.envs.tools.grammar import GRAMMAR, CallBlock, ParsedAction, parse_action, reason
 
 CALL_F = '<tool_call>{"name": "f", "arguments": {"a": 1, "b": "x"}}</tool_call>'
 CALL_G = '<tool_call>\n{"name": "pkg.g"}\n</tool_call>'
@@ -103,12 +103,21 @@ def test_invalid_actions(action: object, message: str) -> None:
     parsed = parse_action(action)
     assert parsed.kind == "invalid" and parsed.calls == () and parsed.segments == ()
     assert parsed.error is not None and parsed.error.startswith(message)
-    assert parsed.error.endswith(GRAMMAR)
+    # a short reason only; reason() appends the grammar for the v0 ids
+    assert parsed.error.endswith(".") and GRAMMAR not in parsed.error
+
+
+def test_the_shown_reason_repeats_the_grammar_only_when_asked() -> None:
+    error = parse_action("<summary>").error
+    assert error == "<summary> is never closed."
+    # v0's text: the reason, one space, the grammar (as parse_action's error read before v1)
+    assert reason(error, grammar=True) == f"<summary> is never closed. {GRAMMAR}"
+    assert reason(error, grammar=False) == error
 
 
 def test_long_outside_text_is_cut_in_the_error() -> None:
     parsed = parse_action("x" * 100_000)
-    assert parsed.error is not None and len(parsed.error) < len(GRAMMAR) + 100
+    assert parsed.error is not None and len(parsed.error) < 100
 
 
 @pytest.mark.parametrize(
@@ -217,7 +226,7 @@ def test_fuzz_never_raises_and_keeps_invariants() -> None:
         kinds.add(parsed.kind)
         assert parsed.kind in ("tool_calls", "summary", "ask", "invalid")
         if parsed.kind == "invalid":
-            assert parsed.error and parsed.error.endswith(GRAMMAR)
+            assert parsed.error and GRAMMAR not in parsed.error
             assert parsed.calls == () and parsed.segments == ()
             continue
         assert isinstance(action, str) and parsed.error is None

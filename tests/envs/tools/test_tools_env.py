@@ -5,12 +5,13 @@ bad calls never raise and come back as structured errors; the success rule's par
 import json
 import re
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
-import agentgym  # noqa: F401  (registers the ids)
+import agentgym
+from agentgym.core.errors import SnapshotMismatch
 from agentgym.envs.tools.backend import TASK_TYPES
+from agentgym.envs.tools.grammar import GRAMMAR
 from agentgym.envs.tools.scheduler import conflicts
 
 DOMAINS = ("Ecommerce", "Accounts", "Travel")
@@ -18,7 +19,7 @@ DOMAINS = ("Ecommerce", "Accounts", "Travel")
 
 def make(domain, async_calls=False, **kwargs):
     suffix = "-Async" if async_calls else ""
-    return gym.make(f"agentgym/Tools-{domain}{suffix}-v0", **kwargs)
+    return agentgym.make(f"agentgym/Tools-{domain}{suffix}-v0", **kwargs)
 
 
 def play_oracle(env, task_id):
@@ -201,6 +202,56 @@ def test_the_first_observation_shows_every_schema_and_info_the_parsed_calls():
     _, _, _, _, info = env.step(action)
     assert info["tool_calls"] == [{"name": "x", "arguments": {}}]
     assert [action[s["start"] : s["end"]][:7] for s in info["segments"]] == ["<think>", "<tool_c"]
+
+
+def _invalid_then_oracle(env):
+    """The observations of a reset, two invalid actions and one oracle action."""
+    obs, _ = env.reset(seed=1)
+    observations = [obs]
+    for action in ("<summary>", "I will book the flight now.", env.unwrapped.oracle_action):
+        obs, _, _, _, info = env.step(action() if callable(action) else action)
+        assert info["action_valid"] is (callable(action))
+        observations.append(obs)
+    return observations
+
+
+def test_v0_repeats_the_grammar_after_an_invalid_actions_reason():
+    first, summary, text, valid = _invalid_then_oracle(make("Travel"))
+    assert first.endswith(f"Turn 1 of 10. {GRAMMAR}")
+    # v0's text is kept byte for byte: the reason, the grammar, then the turn line's grammar
+    assert f"Invalid action: <summary> is never closed. {GRAMMAR}" in summary.splitlines()
+    assert summary.count(GRAMMAR) == 2 and summary.endswith(f"Turn 2 of 10. {GRAMMAR}")
+    reason = "Invalid action: text outside the tags: 'I will book the flight now.'."
+    assert f"{reason} {GRAMMAR}" in text.splitlines() and text.count(GRAMMAR) == 2
+    assert valid.count(GRAMMAR) == 1 and valid.endswith(f"Turn 4 of 10. {GRAMMAR}")
+
+
+@pytest.mark.parametrize("suffix", ["", "-Async"])
+def test_v1_states_the_grammar_once_per_observation_and_on_every_turn(suffix):
+    env = agentgym.make(f"agentgym/Tools-Travel{suffix}-v1")
+    first, summary, text, valid = _invalid_then_oracle(env)
+    assert first.endswith(f"Turn 1 of 10. {GRAMMAR}")
+    lines = summary.splitlines()
+    assert "Invalid action: <summary> is never closed." in lines
+    assert summary.count(GRAMMAR) == 1 and lines[-1] == f"Turn 2 of 10. {GRAMMAR}"
+    assert "Invalid action: text outside the tags: 'I will book the flight now.'." in text
+    assert text.count(GRAMMAR) == 1 and text.endswith(f"Turn 3 of 10. {GRAMMAR}")
+    assert valid.count(GRAMMAR) == 1 and valid.endswith(f"Turn 4 of 10. {GRAMMAR}")
+
+
+def test_v1_differs_from_v0_only_in_the_reasons_of_invalid_actions():
+    old = _invalid_then_oracle(make("Travel"))
+    new = _invalid_then_oracle(agentgym.make("agentgym/Tools-Travel-v1"))
+    assert [o.replace(f". {GRAMMAR}\n", ".\n") for o in old] == new
+    assert old[0] == new[0] and old[3] == new[3] and old[1] != new[1]
+
+
+def test_v0_and_v1_snapshots_do_not_restore_into_each_other():
+    env = make("Travel")
+    env.reset(seed=1)
+    other = agentgym.make("agentgym/Tools-Travel-v1")
+    with pytest.raises(SnapshotMismatch, match="cannot restore"):
+        other.unwrapped.restore(env.unwrapped.snapshot())
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
