@@ -142,7 +142,8 @@ def play_episode(
 
     Lines are matched as :func:`match_action` says; only a line that names an action is sent
     to the env, so only those cost a turn. An action that ends the episode (an answer, a
-    purchase) is sent after a ``y`` to a question, unless ``confirm`` is False.
+    purchase) is sent after a ``y`` to a question, unless ``confirm`` is False or the input
+    is not a terminal (moves piped from a file are a script, not a person to ask).
 
     Returns:
         The episode's return (the sum of its rewards so far when input ends).
@@ -155,7 +156,7 @@ def play_episode(
     while True:
         items = info.get("admissible_actions")
         stdout.write(f"\n{obs}\n{_listing(str(obs), items)}")
-        action = _read_action(stdin, stdout, items, confirm)
+        action = _read_action(stdin, stdout, items, confirm and stdin.isatty())
         if action is None:
             stdout.write("\n(input ended)\n")
             break

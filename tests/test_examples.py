@@ -178,8 +178,10 @@ def check_values(params: dict[str, Any], written: list[str]) -> None:
     if params.get("agent"):
         check_agent(params["agent"], written)
     for name in READS:
-        if params.get(name) is not None:
-            reads(str(params[name]), written)
+        value = params.get(name)
+        for path in value if isinstance(value, (list, tuple)) else [value]:
+            if path is not None:
+                reads(str(path), written)
     for name in WRITES:
         if params.get(name) is not None:
             writes(str(params[name]), written)
