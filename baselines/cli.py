@@ -94,7 +94,7 @@ def quickstart_policy(
     env = env or QUICKSTART.env
     if env not in RECIPES:
         raise BadInput(f"the quickstart has no recipe for {env!r}: choose from {sorted(RECIPES)}")
-    cfg = RECIPES[env]  # the recipes, baselines/config.py
+    cfg = QUICKSTART if env == QUICKSTART.env else RECIPES[env]  # baselines/config.py
     changes = {name: value for name, value in changes.items() if value is not None}
     if "steps" in changes:
         changes["token_budget"] = 0

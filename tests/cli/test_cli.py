@@ -259,13 +259,13 @@ def test_quickstart_runs_the_main_job(tmp_path):
     assert (folder / "policy" / "sft" / "agentgym_agent.json").exists()
     oracle = json.loads((folder / "oracle.json").read_text())
     assert oracle["aggregates"][env]["mean"] == 1.0
-    trained = json.loads((folder / "sft+grpo.json").read_text())
+    trained = json.loads((folder / "sft+gigpo.json").read_text())  # the quickstart's variant
     assert trained["agent"]["checkpoint_sha256"] and len(trained["episodes"]) == 6
-    sft, rl = (Path("agentgym-quickstart") / f"{n}.json" for n in ("sft", "sft+grpo"))
-    assert f"paired: sft+grpo ({rl}) vs sft ({sft}): sft+grpo − sft = " in out.stdout
+    sft, rl = (Path("agentgym-quickstart") / f"{n}.json" for n in ("sft", "sft+gigpo"))
+    assert f"paired: sft+gigpo ({rl}) vs sft ({sft}): sft+gigpo − sft = " in out.stdout
     assert "95% CI" in out.stdout
     board = out.stdout.split("rank")[-1]  # the leaderboard table comes last
-    assert all(name in board for name in ("sft+grpo", "sft", "explorer", "oracle", "random"))
+    assert all(name in board for name in ("sft+gigpo", "sft", "explorer", "oracle", "random"))
     explorer = json.loads((folder / "explorer.json").read_text())  # no privileged knowledge
     assert explorer["aggregates"][env]["mean"] >= 0.5
     assert (folder / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
