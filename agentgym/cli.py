@@ -445,13 +445,13 @@ def verify(
 
 QUICKSTART_HELP = (
     "The main job end to end on a small default: train the tiny policy on ALFWorld-Small (SFT "
-    "on oracle demonstrations to its validation plateau, then RL with GiGPO's step-level credit), "
-    "evaluate SFT alone, SFT + GiGPO, an explorer without privileged knowledge, the oracle and a random agent over many "
-    "seeds of the test split, report intervals and the paired difference, plot, submit to "
-    "the local leaderboard (--db, default the one `agentgym leaderboard` shows; a result "
-    "submitted before is not stored again) and print it. --env agentgym/Search-Menu-Small-v1 "
-    "runs the same on the multi-hop search menu (with GRPO), with a reader as the reference "
-    "without privileged knowledge."
+    "on oracle demonstrations to its validation plateau, then RL with GiGPO's step-level "
+    "credit), evaluate SFT alone, SFT + GiGPO, an explorer without privileged knowledge, the "
+    "oracle and a random agent over many seeds of the test split, report intervals and the "
+    "paired difference, plot, submit to the local leaderboard (--db, default the one "
+    "`agentgym leaderboard` shows; a result submitted before is not stored again) and print "
+    "it. --env agentgym/Search-Menu-Small-v1 runs the same on the multi-hop search menu (with "
+    "GRPO), with a reader as the reference without privileged knowledge."
 )
 """``agentgym quickstart --help``: one paragraph, which the terminal reflows."""
 
