@@ -217,7 +217,8 @@ def make(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
 
     Raises:
         UnknownEnv: ``env_id`` is not registered.
-        BadInput: a keyword argument the env does not take (the message lists those it does).
+        BadInput: a keyword argument the env does not take (the message lists those it does),
+            or one whose value it refuses.
     """
     env_info(env_id)
     check_kwargs(env_id, kwargs)
@@ -227,10 +228,16 @@ def make(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
             # comparable), so gymnasium's "out of date" hint is not what a user should read.
             warnings.filterwarnings("ignore", ".*is out of date", DeprecationWarning)
             return gym.make(env_id, **kwargs)
-    except TypeError as e:
-        if "keyword argument" not in str(e):
+    except BadInput:
+        raise  # the env said what is wrong already
+    except (TypeError, ValueError) as e:
+        if not kwargs:
             raise
-        raise BadInput(f"{env_id} does not take these arguments: {e}") from None
+        # a value of the wrong type or out of range (``--env-kwarg max_turns=x``): the user's
+        # arguments, named with the env's own complaint, not a traceback
+        shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        reason = str(e).split(" was raised from the environment creator")[0]
+        raise BadInput(f"{env_id} cannot be made with {shown}: {reason}") from None
 
 
 def make_vec(

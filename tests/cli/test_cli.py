@@ -133,6 +133,7 @@ def test_envs_family_filter_and_table():
         (("report", "missing.json"), "no such results file"),
         (("compare", "missing.json", "missing.json"), "no such results file"),
         (("play", SMALL, "--env-kwarg", "oops"), "KEY=VALUE"),
+        (("play", SMALL, "--env-kwarg", "max_turns=x"), "cannot be made with"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, args, words):
