@@ -197,6 +197,22 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+_GENERATING: dict[Path, Progress] = {}
+_GENERATING_LOCK = threading.Lock()
+
+
+def _generation_progress(name: str, root: Path) -> Progress:
+    """One progress per cache folder, shared by every env of the process that fills it.
+
+    Games are made on demand, so the phase has no known end: its lines say how far it got.
+    """
+    with _GENERATING_LOCK:
+        if root not in _GENERATING:
+            label = f"generating ALFWorld {name} games on first use (kept in {root})"
+            _GENERATING[root] = Progress(label, unit="games")
+        return _GENERATING[root]
+
+
 class GameCache:
     """Generated games of one preset, made on first use and kept on disk.
 
@@ -208,11 +224,7 @@ class GameCache:
         self.params = params
         self.root = (root or cache_dir("alfworld")) / params.key()
         self._lock = threading.Lock()
-        # games are made on demand, so the phase has no known end: lines say how far it got
-        self._progress = Progress(
-            f"generating ALFWorld {params.name} games on first use (kept in {self.root})",
-            unit="games",
-        )
+        self._progress = _generation_progress(params.name, self.root)
 
     def path(self, split: str, index: int) -> Path:
         """The ``game.tw-pddl`` of task ``index`` of ``split``, generated if missing."""

@@ -121,6 +121,7 @@ def test_alfworld_games_made_on_first_use_say_so(tmp_path, capsys, monkeypatch):
     cache = GameCache(PRESETS["small"], root=tmp_path)
     cache.path("train", 0)
     cache.path("train", 0)  # kept: not made again
+    GameCache(PRESETS["small"], root=tmp_path).path("train", 1)  # another env: the same phase
     err = capsys.readouterr().err.splitlines()
     assert err == [f"agentgym: generating ALFWorld small games on first use (kept in "
                    f"{cache.root}): started"]  # fmt: skip
