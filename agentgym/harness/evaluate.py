@@ -289,7 +289,6 @@ def _progress(plan: RunPlan, done: int) -> Progress:
     envs = ", ".join(plan.env_ids)
     bar = Progress(f"eval {plan.agent_spec} on {envs} ({plan.split})", plan.total, unit="episodes")
     bar.done = done
-    bar.start()  # the first line now, not after the first episode
     return bar
 
 

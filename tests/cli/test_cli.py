@@ -1,27 +1,12 @@
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clirun import cli
 
 from agentgym.baselines.config import QUICKSTART
 
 SMALL = "agentgym/Search-Menu-Small-v0"
-
-
-def cli(*args, stdin=None, cwd=None, env=None):
-    env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "agentgym.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=600,
-    )
 
 
 def test_envs_json_is_exactly_one_document():

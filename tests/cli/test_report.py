@@ -1,27 +1,13 @@
 """``agentgym report`` over several files and ``agentgym compare`` as people read them."""
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
+from clirun import cli
 
 SMALL = "agentgym/Search-Menu-Small-v0"
 NUM = r"[+-]\d+\.\d"
-
-
-def cli(*args, cwd):
-    env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "agentgym.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=600,
-    )
 
 
 @pytest.fixture(scope="module")
