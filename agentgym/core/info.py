@@ -41,6 +41,20 @@ class Provenance(TypedDict):
     consumed: list[str]
 
 
+class CreditValues(TypedDict):
+    """Exact values under one policy of the state the next action is taken from.
+
+    ``q[a]`` is the expected undiscounted sum of rewards from this step to the episode's end
+    (the turn limit included) when taking admissible action ``a`` and then following the
+    policy; ``value`` is the policy's own expectation (``max`` of ``q`` for the optimal
+    policy, their mean for the uniform one); ``advantage[a] = q[a] - value``.
+    """
+
+    value: float
+    q: dict[str, float]
+    advantage: dict[str, float]
+
+
 class AgentInfo(TypedDict, total=False):
     """Standard keys of the ``info`` dict returned by ``reset`` and ``step``."""
 
@@ -62,6 +76,7 @@ class AgentInfo(TypedDict, total=False):
     gold_answer: str
     gold_evidence: list[str]
     gold_tool_calls: list[ToolCall]
+    credit_values: dict[str, CreditValues]
 
 
 REQUIRED_KEYS: tuple[str, ...] = (
@@ -77,6 +92,7 @@ PRIVILEGED_KEYS: tuple[str, ...] = (
     "gold_answer",
     "gold_evidence",
     "gold_tool_calls",
+    "credit_values",
 )
 
 _LIST_OF_STR = (list, str)
@@ -98,6 +114,7 @@ _TYPES: dict[str, Any] = {
     "gold_answer": str,
     "gold_evidence": _LIST_OF_STR,
     "gold_tool_calls": list,
+    "credit_values": dict,
 }
 
 
@@ -121,6 +138,10 @@ def _problem(key: str, value: Any) -> str | None:
         missing = {"visited", "cited", "produced", "consumed"} - set(value)
         if missing:
             return f"info['provenance'] lacks {sorted(missing)}"
+    if key == "credit_values":
+        for policy, table in value.items():
+            if not isinstance(table, dict) or {"value", "q", "advantage"} - set(table):
+                return f"info['credit_values'][{policy!r}] must hold value, q and advantage"
     return None
 
 

@@ -38,3 +38,12 @@ def test_privileged_keys_only_when_privileged():
     assert any("privileged" in p for p in info_problems(leaked, privileged=False))
     assert info_problems(leaked, privileged=True) == []
     assert any("privileged" in p for p in info_problems(dict(GOOD), privileged=True))
+
+
+def test_credit_values_are_privileged_and_shaped():
+    table = {"value": 0.5, "q": {"a": 1.0, "b": 0.0}, "advantage": {"a": 0.5, "b": -0.5}}
+    info = {**GOOD, "credit_values": {"uniform": table, "optimal": table}}
+    assert any("privileged" in p for p in info_problems(info, privileged=False))
+    assert info_problems(info, privileged=True) == []
+    bad = {**GOOD, "credit_values": {"uniform": {"value": 0.5}}}
+    assert any("value, q and advantage" in p for p in info_problems(bad, privileged=True))
