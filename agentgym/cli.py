@@ -305,7 +305,10 @@ def bench(
     ] = False,
     variants: Annotated[
         str | None,
-        typer.Option(help="learning only: credit variants, comma-separated (default grpo,gigpo)."),
+        typer.Option(
+            help="learning, credit: credit variants, comma-separated (default: learning "
+            "grpo,gigpo; credit every registered one)."
+        ),
     ] = None,
     rl_steps: Annotated[
         int | None,
@@ -314,7 +317,8 @@ def bench(
     env: Annotated[
         str | None,
         typer.Option(
-            help="learning only: env whose recipe to train (default agentgym/Search-Menu-Small-v1)."
+            help="learning, credit: the env (default: learning agentgym/Search-Menu-Small-v1, "
+            "credit agentgym/Credit-KeyDoor-v0)."
         ),
     ] = None,
     seeds: Annotated[
@@ -344,10 +348,31 @@ def bench(
         ),
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option(help="learning only: write the learning curves here (PNG).")
+        Path | None,
+        typer.Option(
+            help="learning, credit: write the figure here (PNG): learning curves, or rank "
+            "correlation against cost."
+        ),
+    ] = None,
+    checkpoint: Annotated[
+        str | None,
+        typer.Option(
+            help="credit only: the policy measured: a checkpoint directory or 'uniform' "
+            "(default: uniform where the env states its values, else a short warm start)."
+        ),
+    ] = None,
+    k: Annotated[
+        int | None,
+        typer.Option("--k", help="credit only: paired Monte-Carlo continuations per turn (8)."),
+    ] = None,
+    tasks: Annotated[
+        int | None, typer.Option(help="credit only: groups in the measured batch (8).")
+    ] = None,
+    group_size: Annotated[
+        int | None, typer.Option(help="credit only: rollouts per group (4).")
     ] = None,
 ) -> None:
-    """Measure speed against a peer run in the same process; print a table (and JSON)."""
+    """Measure one part (speed against a peer in the same run, learning, credit fidelity)."""
     from agentgym.bench import run_bench
     from agentgym.harness.results import write_atomic
 
@@ -357,6 +382,10 @@ def bench(
         "tokens": tokens,
         "aggregation": aggregation,
         "work": None if work is None else str(work),
+        "checkpoint": checkpoint,
+        "k": k,
+        "tasks": tasks,
+        "group_size": group_size,
     }
     doc = run_bench(
         part,

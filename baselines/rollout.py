@@ -159,6 +159,8 @@ def branch(
     cfg: RolloutConfig,
     *,
     gumbel_keys: list[int] | None = None,
+    env_keys: list[int] | None = None,
+    forced: bool = False,
 ) -> list[Trajectory]:
     """Play ``n`` continuations from turn ``k`` of each ``(parent, k)``, all in lockstep.
 
@@ -176,6 +178,14 @@ def branch(
         gumbel_keys: one key per returned trajectory (``len(parents) * n``); turn ``k`` of a
             continuation samples with ``key * 1000 + k`` like :func:`collect`, so a branch
             given its parent's key replays the parent's own continuation.
+        env_keys: one key per returned trajectory: its env is keyed with
+            ``set_rng(key)`` after the restore, so continuations with different keys draw
+            independent env-side noise and continuations with equal keys the same (common
+            random numbers); None keeps the noise the snapshot's generator gives.
+        forced: the continuation first takes the parent's own action at turn ``k``
+            (teacher-forced: the parent's prompt, response and behaviour log-probs, the env's
+            new answer, ``extras["forced"] = True``) and the policy acts from turn ``k + 1``;
+            a Monte-Carlo estimate of Q(s_k, a_k) rather than V(s_k).
 
     Returns:
         ``len(parents) * n`` trajectories, pair by pair: turns ``0..k-1`` are copies of the
@@ -194,8 +204,9 @@ def branch(
         )
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    if gumbel_keys is not None and len(gumbel_keys) != len(parents) * n:
-        raise ValueError(f"{len(gumbel_keys)} gumbel_keys for {len(parents) * n} continuations")
+    for name, keys in (("gumbel_keys", gumbel_keys), ("env_keys", env_keys)):
+        if keys is not None and len(keys) != len(parents) * n:
+            raise ValueError(f"{len(keys)} {name} for {len(parents) * n} continuations")
     pool.grow(len(parents) * n)
     envs = iter(pool.envs)
     slots: list[_Slot] = []
@@ -227,11 +238,41 @@ def branch(
                 [t.response_ids for t in past[:k]],
                 privileged_context=_privileged_context(past[0]),
             )
-            key = None if gumbel_keys is None else gumbel_keys[len(slots)]
+            n_slot = len(slots)
+            if env_keys is not None:
+                unwrapped.set_rng(env_keys[n_slot])
+            key = None if gumbel_keys is None else gumbel_keys[n_slot]
             obs, info = turn.extras["observation"], turn.extras["observation_info"]
             slots.append(_Slot(env, traj, obs, info, history, key))
-    _play(policy, slots, cfg, snapshots=cfg.snapshots)
+    active = slots
+    if forced:
+        active = [
+            s
+            for s, (parent, k) in zip(slots, _each(parents, n), strict=True)
+            if _force(s, parent.turns[k], cfg, cfg.snapshots)
+        ]
+    _play(policy, active, cfg, snapshots=cfg.snapshots)
     return [s.traj for s in slots]
+
+
+def _each(parents: list[tuple[Trajectory, int]], n: int) -> list[tuple[Trajectory, int]]:
+    """Each ``(parent, k)`` pair repeated ``n`` times, in :func:`branch`'s slot order."""
+    return [pair for pair in parents for _ in range(n)]
+
+
+def _force(slot: _Slot, turn: Turn, cfg: RolloutConfig, snapshots: bool) -> bool:
+    """Take ``turn``'s own action in ``slot`` (teacher-forced); whether the episode goes on."""
+    return _step_slot(
+        slot,
+        turn.prompt_ids.tolist(),
+        [int(i) for i in turn.response_ids.tolist()],
+        turn.extras["action"],
+        turn.logp_old,
+        turn.allowed_tokens,
+        cfg,
+        snapshots,
+        forced=True,
+    )
 
 
 def replay(
@@ -421,41 +462,58 @@ def _turn(policy: Policy, cfg: RolloutConfig, active: list[_Slot], snapshots: bo
     )
     still = []
     for s, a in zip(active, acted, strict=True):
-        action, prompt, out, choice = a.text, a.prompt, a.out, a.choices
-        extras: dict[str, Any] = {"action": action}
-        if snapshots:
-            extras.update(
-                snapshot=s.env.unwrapped.snapshot(),
-                observation=s.obs,
-                observation_info=s.info,
-            )
-        state_key = s.info.get("state_key")
-        o, reward, terminated, truncated, info = s.env.step(action)
-        s.traj.turns.append(
-            Turn(
-                prompt_ids=torch.tensor(prompt, dtype=torch.long),
-                response_ids=torch.tensor(out.ids, dtype=torch.long),
-                reward=turn_reward(reward, terminated or truncated, info, cfg),
-                terminated=terminated,
-                truncated=truncated,
-                state_key=state_key,
-                info=info,
-                logp_old=torch.tensor(out.logps, dtype=torch.float32),
-                temperature=cfg.temperature,
-                allowed_tokens=None
-                if choice is None
-                else allowed_tokens(out.ids, choice, policy.tokenizer.eos_id),
-                extras=extras,
-            )
-        )
-        s.obs, s.info = o, info
-        s.history.act(out.ids)
-        s.history.observe(o)
-        if terminated or truncated:
-            _end(s.traj, float(reward), terminated, truncated, s.history)
-        else:
+        out, choice = a.out, a.choices
+        mask = None if choice is None else allowed_tokens(out.ids, choice, policy.tokenizer.eos_id)
+        logps = torch.tensor(out.logps, dtype=torch.float32)
+        if _step_slot(s, a.prompt, out.ids, a.text, logps, mask, cfg, snapshots):
             still.append(s)
     return still
+
+
+def _step_slot(
+    s: _Slot,
+    prompt: list[int],
+    ids: list[int],
+    action: str,
+    logp_old: torch.Tensor | None,
+    mask: list[list[int]] | None,
+    cfg: RolloutConfig,
+    snapshots: bool,
+    *,
+    forced: bool = False,
+) -> bool:
+    """Send ``action`` to the slot's env and record the turn; whether the episode goes on."""
+    extras: dict[str, Any] = {"action": action}
+    if forced:
+        extras["forced"] = True
+    if snapshots:
+        extras.update(
+            snapshot=s.env.unwrapped.snapshot(), observation=s.obs, observation_info=s.info
+        )
+    state_key = s.info.get("state_key")
+    o, reward, terminated, truncated, info = s.env.step(action)
+    s.traj.turns.append(
+        Turn(
+            prompt_ids=torch.tensor(prompt, dtype=torch.long),
+            response_ids=torch.tensor(ids, dtype=torch.long),
+            reward=turn_reward(reward, terminated or truncated, info, cfg),
+            terminated=terminated,
+            truncated=truncated,
+            state_key=state_key,
+            info=info,
+            logp_old=logp_old,
+            temperature=cfg.temperature,
+            allowed_tokens=mask,
+            extras=extras,
+        )
+    )
+    s.obs, s.info = o, info
+    s.history.act(ids)
+    s.history.observe(o)
+    if terminated or truncated:
+        _end(s.traj, float(reward), terminated, truncated, s.history)
+        return False
+    return True
 
 
 def _end(traj: Trajectory, reward: float, terminated: bool, truncated: bool, h: History) -> None:

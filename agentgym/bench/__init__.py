@@ -25,6 +25,7 @@ OTHER_PARTS = {
     "leaderboard": "agentgym.leaderboard.bench",
     "trainer": "agentgym.baselines.bench.trainer",
     "learning": "agentgym.baselines.bench.learning",
+    "credit": "agentgym.baselines.bench.credit",
 }
 """The parts that are not an env family's, by name -> the module that measures it."""
 
@@ -43,6 +44,25 @@ PARTS = {**_family_parts(), **OTHER_PARTS}
 family's ``bench`` module under the family's name, then :data:`OTHER_PARTS`."""
 
 
+PART_OPTIONS = {
+    "learning": frozenset(
+        {
+            "variants",
+            "rl_steps",
+            "env",
+            "seeds",
+            "first_seed",
+            "tokens",
+            "aggregation",
+            "plot",
+            "work",
+        }
+    ),
+    "credit": frozenset({"variants", "env", "plot", "checkpoint", "k", "tasks", "group_size"}),
+}
+"""The options each part takes beyond ``quick`` (the others take none)."""
+
+
 def run_bench(
     part: str,
     console: Console,
@@ -50,30 +70,34 @@ def run_bench(
     variants: str | None = None,
     rl_steps: int | None = None,
     env: str | None = None,
-    **learning: Any,
+    **options: Any,
 ) -> dict[str, Any]:
     """Run one part's benchmark and print its tables.
 
-    ``quick``: small sizes, a smoke run. For the learning part only: ``variants``
-    (comma-separated credit variants), ``rl_steps`` (RL steps instead of the token budget),
-    ``env`` (the env whose recipe it trains), and in ``learning`` ``seeds``, ``first_seed``,
-    ``tokens``, ``aggregation``, ``plot`` and ``work`` (None: the part's default).
+    ``quick``: small sizes, a smoke run. The learning and credit parts take ``variants``
+    (comma-separated credit variants), ``env`` and ``plot``; learning also ``rl_steps`` (RL
+    steps instead of the token budget), ``seeds``, ``first_seed``, ``tokens``,
+    ``aggregation`` and ``work``; credit ``checkpoint``, ``k``, ``tasks`` and ``group_size``
+    (:data:`PART_OPTIONS`; None: the part's default).
     """
     if part not in PARTS:
         raise BadInput(f"unknown bench part {part!r}: available: {', '.join(PARTS)}")
-    options: dict[str, Any] = {}
+    given: dict[str, Any] = {}
     if variants is not None:
-        options["variants"] = tuple(v.strip() for v in variants.split(",") if v.strip())
+        given["variants"] = tuple(v.strip() for v in variants.split(",") if v.strip())
     if rl_steps is not None:
         if rl_steps < 1:
             raise BadInput(f"--rl-steps must be at least 1, got {rl_steps}")
-        options["rl_steps"] = rl_steps
+        given["rl_steps"] = rl_steps
     if env is not None:
-        options["env"] = env
-    options.update((k, v) for k, v in learning.items() if v is not None)
-    if options and part != "learning":
-        flags = ", ".join(f"--{k.replace('_', '-')}" for k in options)
-        raise BadInput(f"{flags} applies to bench learning only, not {part!r}")
+        given["env"] = env
+    given.update((k, v) for k, v in options.items() if v is not None)
+    stray = sorted(set(given) - PART_OPTIONS.get(part, frozenset()))
+    if stray:
+        flags = ", ".join(f"--{k.replace('_', '-')}" for k in stray)
+        takers = [p for p, names in PART_OPTIONS.items() if set(stray) <= names]
+        where = f"bench {' and '.join(takers)} only" if takers else "no bench part"
+        raise BadInput(f"{flags} applies to {where}, not {part!r}")
     module = importlib.import_module(PARTS[part])
-    doc: dict[str, Any] = module.run(console, quick=quick, **options)
+    doc: dict[str, Any] = module.run(console, quick=quick, **given)
     return doc

@@ -103,7 +103,7 @@ class PolicyAgent:
         It is an admissible item when constrained.
         """
         self._history.observe(observation, info)
-        key = _key(self.seed, self._episode_seed, self._turn)
+        key = stable_key(self.seed, self._episode_seed, self._turn)
         (acted,) = act(
             self.policy,
             [self._history.prompt()],
@@ -159,7 +159,7 @@ def import_policy_class(spec: str) -> Any:
     return cls
 
 
-def _key(*parts: int) -> int:
+def stable_key(*parts: int) -> int:
     """A 63-bit Gumbel key from integers (stable across processes and platforms)."""
     data = ":".join(str(int(p)) for p in parts).encode()
     return int.from_bytes(hashlib.sha256(data).digest()[:8], "big") >> 1

@@ -150,7 +150,10 @@ class ChainEnv(CreditEnv):
         return f"{lead}{head}\n{self._choices(s)}"
 
     def _state_text(self, s: State) -> str:
-        return f"pos={s[0]}|hit={s[1]}"
+        # what the agent can know: the decision it faces. Whether the hidden pick was right
+        # stays latent (it is in the privileged values only), so same-state credit methods
+        # meet the aliasing a real observation leaves them.
+        return f"pos={s[0]}"
 
     def _progress(self, s: State) -> float:
         return s[0] / self.length

@@ -59,13 +59,13 @@ def test_clashing_or_misplaced_variants_exit_2_before_any_work():
     clash = _cli("learning", "--quick", "--variants", "grpo+rloo")
     assert clash.returncode == 2 and "grpo and rloo" in clash.stderr
     misplaced = _cli("search", "--quick", "--variants", "grpo")
-    assert misplaced.returncode == 2 and "learning only" in misplaced.stderr
+    assert misplaced.returncode == 2 and "bench learning and credit only" in misplaced.stderr
     steps = _cli("trainer", "--quick", "--rl-steps", "3")
     assert steps.returncode == 2 and "--rl-steps applies to bench learning only" in steps.stderr
     zero = _cli("learning", "--quick", "--rl-steps", "0")
     assert zero.returncode == 2 and "at least 1" in zero.stderr
     env = _cli("search", "--quick", "--env", "agentgym/Search-Free-Small-v0")
-    assert env.returncode == 2 and "--env applies to bench learning only" in env.stderr
+    assert env.returncode == 2 and "--env applies to bench learning and credit only" in env.stderr
     seeds = _cli("harness", "--quick", "--seeds", "2")
     assert seeds.returncode == 2 and "--seeds applies to bench learning only" in seeds.stderr
     negative = _cli("learning", "--quick", "--first-seed", "-1")

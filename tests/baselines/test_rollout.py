@@ -119,6 +119,37 @@ def test_branch_replays_the_parent_state_and_plays_on(policy, short_pool):
     assert grandchild.node_id == f"{kids[1].node_id}/{len(kids[1].turns) - 1}.0"
 
 
+def test_forced_branch_takes_the_parent_action_then_shares_the_fresh_branch_noise(
+    policy, short_pool
+):
+    task = short_pool.envs[0].unwrapped.task_ids()[4]
+    cfg = RolloutConfig(max_new_tokens=40, snapshots=True)
+    (parent,) = collect(policy, short_pool, [(task, 21)], 1, cfg, gumbel_keys=[5])
+    k = min(1, len(parent.turns) - 1)
+    keys = [11, 12, 13, 14, 15, 16]
+    forced = branch(policy, short_pool, [(parent, k)], 6, cfg, gumbel_keys=keys, forced=True)
+    fresh = branch(policy, short_pool, [(parent, k)], 6, cfg, gumbel_keys=keys)
+    ids = lambda turns: [t.response_ids.tolist() for t in turns]  # noqa: E731
+    for q in forced:
+        step = q.turns[k]
+        assert step.extras["forced"] and step.extras["action"] == parent.turns[k].extras["action"]
+        assert torch.equal(step.response_ids, parent.turns[k].response_ids)
+        assert step.state_key == parent.turns[k].state_key
+        assert not any(t.extras.get("forced") for t in q.turns[k + 1 :])
+    # common random numbers: where the fresh branch happens to choose the parent's action,
+    # its whole continuation is the forced one's
+    same = [
+        (q, v)
+        for q, v in zip(forced, fresh, strict=True)
+        if v.turns[k].extras["action"] == parent.turns[k].extras["action"]
+    ]
+    assert 0 < len(same) < len(fresh)  # these keys give both cases (two menu items here)
+    for q, v in same:
+        assert ids(v.turns) == ids(q.turns) and v.outcome == q.outcome
+    with pytest.raises(ValueError, match="env_keys"):
+        branch(policy, short_pool, [(parent, k)], 2, cfg, env_keys=[1])
+
+
 def test_branch_needs_snapshots(policy, short_pool, monkeypatch):
     task = short_pool.envs[0].unwrapped.task_ids()[1]
     cfg = RolloutConfig(max_new_tokens=40)

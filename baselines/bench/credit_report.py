@@ -1,0 +1,93 @@
+"""The table and the figure of ``agentgym bench credit``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from agentgym.harness.plot import agg_figure
+
+
+def _num(value: Any, fmt: str) -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt % value
+
+
+def print_fidelity(console: Console, doc: dict[str, Any]) -> None:
+    """The truth's quality, then one row per variant (not-applicable ones with their reason)."""
+    truth = doc["truth"]
+    console.print(
+        f"truth: {truth['kind']} over {truth['turns']} turns; median SE "
+        f"{_num(truth['median_se'], '%.3f')}, split-half reliability "
+        f"{_num(truth['reliability'], '%.2f')}, sign resolved on {truth['resolved_turns']} turns"
+    )
+    mc = truth["monte_carlo"]
+    console.print(
+        f"monte carlo: {mc['rollouts']:,} continuations, {mc['tokens']:,} tokens, "
+        f"{mc['seconds']:.1f} s; median SE {_num(mc['median_se'], '%.3f')}"
+    )
+    check = truth.get("check")
+    if check:
+        console.print(
+            f"monte carlo against the analytic values: the 95% interval holds the analytic "
+            f"advantage on {check['within_95']:.0%} of {check['turns']} turns; |difference| "
+            f"mean {check['mean_abs_diff']:.4f}, largest {check['max_abs_diff']:.4f}"
+        )
+    table = Table(title=f"credit fidelity on {doc['env']} ({doc['policy']})")
+    for column in ("variant", "rank corr.", "95% CI", "sign agree (n)", "batch noise"):
+        table.add_column(column, justify="left" if column == "variant" else "right")
+    for column in ("rollouts", "tokens", "seconds", "note"):
+        table.add_column(column, justify="left" if column == "note" else "right")
+    for row in doc["rows"]:
+        if row["status"] != "ok":
+            table.add_row(row["variant"], "n/a", "", "", "", "", "", "", row["reason"])
+            continue
+        extra = f" (+{row['extra_rollouts']})" if row["extra_rollouts"] > 0 else ""
+        table.add_row(
+            row["variant"],
+            f"{row['spearman']:+.2f}",
+            f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]",
+            f"{_num(row['sign_agreement'], '%.2f')} ({row['resolved_turns']})",
+            _num(row["batch_noise"], "%.2f"),
+            f"{row['rollouts']}{extra}",
+            f"{row['tokens']:,}",
+            f"{row['seconds']:.1f}",
+            "own sampler, own truth" if row["own_sampler"] else "",
+        )
+    console.print(table)
+
+
+def plot_fidelity(doc: dict[str, Any], path: Path) -> None:
+    """Rank correlation with the truth against seconds per batch, one point per variant."""
+    rows = [r for r in doc["rows"] if r["status"] == "ok"]
+    fig = agg_figure(figsize=(6.5, 4))
+    ax = fig.add_subplot()
+    for row in rows:
+        low, high = row["spearman"] - row["ci_low"], row["ci_high"] - row["spearman"]
+        ax.errorbar(
+            row["seconds"], row["spearman"], yerr=[[low], [high]], fmt="o", capsize=3, color="C0"
+        )
+        ax.annotate(
+            row["variant"],
+            (row["seconds"], row["spearman"]),
+            textcoords="offset points",
+            xytext=(5, 4),
+            fontsize=8,
+        )
+    ceiling = doc["truth"]["reliability"]
+    if ceiling == ceiling and ceiling < 1:
+        ax.axhline(ceiling, ls="--", color="grey", lw=1, label="truth's split-half reliability")
+        ax.legend(loc="lower right", fontsize=8)
+    ax.axhline(0, color="black", lw=0.5)
+    ax.set(
+        xlabel="seconds per batch (sampling + credit)",
+        ylabel="rank correlation with the true advantage",
+        ylim=(-1.05, 1.05),
+        title=f"{doc['env'].split('/')[-1]}: {doc['truth']['kind']} truth",
+    )
+    ax.set_xscale("log")
+    fig.tight_layout()
+    fig.savefig(path)
