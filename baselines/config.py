@@ -225,9 +225,38 @@ straight to the object it knows the place of; a policy cannot know it, so imitat
 gap that only exploring closes, and RL has something to learn here: ``agentgym bench learning
 --env agentgym/ALFWorld-Small-v0``."""
 
+KEY_DOOR = TrainConfig.from_options(
+    env="agentgym/Credit-KeyDoor-v0",
+    credit="grpo",
+    preset="nano",
+    sft_steps=0,  # RL from scratch: an oracle warm start would already match key and door
+    lr=1e-3,
+    tasks_per_step=8,
+    group_size=8,
+    token_budget=800_000,  # about 380 steps of 2,100 tokens: grpo takes off near step 350
+    eval_every=0,
+)
+"""The tiny policy's recipe on Credit-KeyDoor (horizon 6): RL from a random nano policy, whose
+constrained decoding already keeps every action valid, so that what is learnt is the credit:
+that the key taken on turn 0 opened the door eight turns later. Learning is measured at a
+budget where grpo is mid-way (``agentgym bench learning --env agentgym/Credit-KeyDoor-v0``)."""
+
+KEY_DOOR_LONG = KEY_DOOR.with_options(
+    env="agentgym/Credit-KeyDoor-Long-v0",
+    token_budget=2_000_000,  # about 300 steps of 6,800 tokens (26 turns an episode)
+)
+"""Credit-KeyDoor at horizon 24: the same recipe, the key three times further from the door."""
+
 RECIPES = {
     cfg.env: cfg
-    for cfg in (SEARCH_MENU_SMALL, SEARCH_MENU_SMALL_V0, SEARCH_FREE_SMALL, ALFWORLD_SMALL)
+    for cfg in (
+        SEARCH_MENU_SMALL,
+        SEARCH_MENU_SMALL_V0,
+        SEARCH_FREE_SMALL,
+        ALFWORLD_SMALL,
+        KEY_DOOR,
+        KEY_DOOR_LONG,
+    )
 }
 """The tiny policy's recipe per env id."""
 

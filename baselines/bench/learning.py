@@ -173,16 +173,19 @@ def _seed_runs(
     base = budget.train.with_options(seed=seed)
     warm = work / f"warm-{seed}"
     warm_cfg = base.with_options(steps=0, token_budget=0)
+    # the policy every variant starts from: the SFT warm start, or, in a recipe without one
+    # (RL from scratch), the seed's initial policy, which train() leaves at its output
+    start = warm / "sft" if warm_cfg.sft.steps > 0 else warm
 
     def warm_start() -> dict[str, Any]:
         train(warm_cfg, warm)
-        return {"doc": _evaluate(warm / "sft", budget), "curve": [], "tokens": 0, "steps": 0}
+        return {"doc": _evaluate(start, budget), "curve": [], "tokens": 0, "steps": 0}
 
     warm_key = {"warm start": warm_cfg.to_json(), "test_seeds": budget.test_seeds}
     out = {"sft": _reused(console, f"seed {seed}: warm start", warm, warm_key, warm_start)}
     for name in variants:
         run_dir = work / f"{name}-{seed}"
-        cfg = base.with_options(credit=name, init=str(warm / "sft"), sft_steps=0)
+        cfg = base.with_options(credit=name, init=str(start), sft_steps=0)
 
         def rl(cfg: TrainConfig = cfg, run_dir: Path = run_dir) -> dict[str, Any]:
             train(cfg, run_dir)
