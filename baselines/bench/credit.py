@@ -31,7 +31,13 @@ from rich.console import Console
 
 from agentgym.baselines.batch import Batch, Key, StepContext
 from agentgym.baselines.bench.credit_report import plot_fidelity, print_fidelity
-from agentgym.baselines.bench.fidelity import EPS, batch_noise, fidelity, truth_summary
+from agentgym.baselines.bench.fidelity import (
+    EPS,
+    batch_noise,
+    fidelity,
+    paired_difference,
+    truth_summary,
+)
 from agentgym.baselines.credit import SINGLE_SLOTS, compose, get, names
 from agentgym.baselines.policies.base import Policy
 from agentgym.baselines.rollout import EnvPool, RolloutConfig
@@ -120,7 +126,9 @@ def run(
         f"{setup.group_size}, K = {setup.k}"
     )
     shared = _measure(setup, _sample(setup, "grpo"))
-    rows = [_variant(setup, name, shared) for name in names_]
+    measured = [_variant(setup, name, shared) for name in names_]
+    rows = [row for row, _ in measured]
+    _against_grpo(setup, shared, measured)
     doc = _document(setup, shared, rows)
     print_fidelity(console, doc)
     if plot:
@@ -357,16 +365,32 @@ def _not_applicable(name: str) -> str | None:
     return None
 
 
-def _variant(setup: Setup, name: str, shared: Measured) -> dict[str, Any]:
-    """One row: the variant's fidelity and cost, or why it does not apply."""
+Credit = dict[Key, float]
+
+
+def _against_grpo(
+    setup: Setup, shared: Measured, measured: list[tuple[dict[str, Any], Credit | None]]
+) -> None:
+    """Add to each row on the shared batch its rank correlation's paired difference with grpo."""
+    grpo = next((c for row, c in measured if row["variant"] == "grpo" and c is not None), None)
+    if grpo is None:
+        return
+    groups = {i: t.group_id for i, t in enumerate(shared.batch.trajectories)}
+    for row, credit in measured:
+        if credit is not None and not row["own_sampler"] and row["variant"] != "grpo":
+            row["vs_grpo"] = paired_difference(credit, grpo, shared.truth, groups, seed=setup.seed)
+
+
+def _variant(setup: Setup, name: str, shared: Measured) -> tuple[dict[str, Any], Credit | None]:
+    """One row, the variant's fidelity and cost, or why it does not apply; and its credit."""
     reason = _not_applicable(name)
     if reason is not None:
-        return {"variant": name, "status": "n/a", "reason": reason}
+        return {"variant": name, "status": "n/a", "reason": reason}, None
     plan = compose(name)
     try:
         plan.check(setup.pool.envs[0])
     except BadInput as e:
-        return {"variant": name, "status": "n/a", "reason": str(e)}
+        return {"variant": name, "status": "n/a", "reason": str(e)}, None
     own = plan.owner("sample").name != "group"
     measured = _measure(setup, _sample(setup, name)) if own else shared
     credit, seconds = _credit_hooks(setup, plan, measured.batch)
@@ -392,7 +416,7 @@ def _variant(setup: Setup, name: str, shared: Measured) -> dict[str, Any]:
     )
     if own:
         row["truth"] = truth_summary(measured.truth)
-    return row
+    return row, credit
 
 
 def _document(setup: Setup, shared: Measured, rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -16,6 +16,14 @@ def _num(value: Any, fmt: str) -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt % value
 
 
+def _versus(row: dict[str, Any]) -> str:
+    """The paired difference with grpo's rank correlation, or "" (grpo, own sampler)."""
+    vs = row.get("vs_grpo")
+    if vs is None:
+        return ""
+    return f"{vs['diff']:+.2f} [{vs['ci_low']:+.2f}, {vs['ci_high']:+.2f}]"
+
+
 def print_fidelity(console: Console, doc: dict[str, Any]) -> None:
     """The truth's quality, then one row per variant (not-applicable ones with their reason)."""
     truth = doc["truth"]
@@ -37,19 +45,20 @@ def print_fidelity(console: Console, doc: dict[str, Any]) -> None:
             f"mean {check['mean_abs_diff']:.4f}, largest {check['max_abs_diff']:.4f}"
         )
     table = Table(title=f"credit fidelity on {doc['env']} ({doc['policy']})")
-    for column in ("variant", "rank corr.", "95% CI", "sign agree (n)", "batch noise"):
+    for column in ("variant", "rank corr.", "95% CI", "− grpo [95% CI]", "sign agree (n)"):
         table.add_column(column, justify="left" if column == "variant" else "right")
-    for column in ("rollouts", "tokens", "seconds", "note"):
+    for column in ("batch noise", "rollouts", "tokens", "seconds", "note"):
         table.add_column(column, justify="left" if column == "note" else "right")
     for row in doc["rows"]:
         if row["status"] != "ok":
-            table.add_row(row["variant"], "n/a", "", "", "", "", "", "", row["reason"])
+            table.add_row(row["variant"], "n/a", "", "", "", "", "", "", "", row["reason"])
             continue
         extra = f" (+{row['extra_rollouts']})" if row["extra_rollouts"] > 0 else ""
         table.add_row(
             row["variant"],
             f"{row['spearman']:+.2f}",
             f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]",
+            _versus(row),
             f"{_num(row['sign_agreement'], '%.2f')} ({row['resolved_turns']})",
             _num(row["batch_noise"], "%.2f"),
             f"{row['rollouts']}{extra}",

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,19 +48,48 @@ def clusters(keys: Sequence[Key], groups: Mapping[int, str]) -> np.ndarray:
     return np.array([i for i, _ in keys])
 
 
-def bootstrap_spearman(
-    x: np.ndarray, y: np.ndarray, unit: np.ndarray, *, seed: int = 0, reps: int = BOOTSTRAP_REPS
+def bootstrap_interval(
+    statistic: Callable[[np.ndarray], float],
+    unit: np.ndarray,
+    *,
+    seed: int = 0,
+    reps: int = BOOTSTRAP_REPS,
 ) -> tuple[float, float]:
-    """95% percentile interval of Spearman's rho, resampling whole clusters ``unit``."""
+    """95% percentile interval of ``statistic(rows)``, resampling whole clusters ``unit``."""
     rng = np.random.default_rng(seed)
     ids = np.unique(unit)
     members = [np.flatnonzero(unit == u) for u in ids]
     draws = []
     for _ in range(reps):
         pick = np.concatenate([members[j] for j in rng.integers(len(ids), size=len(ids))])
-        draws.append(spearman(x[pick], y[pick]))
+        draws.append(statistic(pick))
     low, high = np.percentile(draws, [2.5, 97.5])
     return float(low), float(high)
+
+
+def paired_difference(
+    credit: Mapping[Key, float],
+    baseline: Mapping[Key, float],
+    truth: Mapping[Key, TurnTruth],
+    groups: Mapping[int, str],
+    *,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Rank correlation of ``credit`` minus that of ``baseline`` on the same turns.
+
+    The interval resamples the same clusters for both, so what the two share (the batch, the
+    truth's noise) cancels.
+    """
+    keys = [key for key in truth if key in credit and key in baseline]
+    a = np.array([credit[key] for key in keys], dtype=float)
+    b = np.array([baseline[key] for key in keys], dtype=float)
+    y = np.array([truth[key].advantage for key in keys], dtype=float)
+
+    def diff(rows: np.ndarray) -> float:
+        return spearman(a[rows], y[rows]) - spearman(b[rows], y[rows])
+
+    low, high = bootstrap_interval(diff, clusters(keys, groups), seed=seed)
+    return {"diff": diff(np.arange(len(keys))), "ci_low": low, "ci_high": high}
 
 
 def resolved(truth: TurnTruth) -> bool:
@@ -127,7 +156,9 @@ def fidelity(
     x = np.array([credit[key] for key in keys], dtype=float)
     y = np.array([truth[key].advantage for key in keys], dtype=float)
     rho = spearman(x, y)
-    low, high = bootstrap_spearman(x, y, clusters(keys, groups), seed=seed)
+    low, high = bootstrap_interval(
+        lambda rows: spearman(x[rows], y[rows]), clusters(keys, groups), seed=seed
+    )
     agree, n_resolved = sign_agreement(x, [truth[key] for key in keys])
     return {
         "turns": len(keys),

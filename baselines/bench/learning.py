@@ -74,8 +74,9 @@ class Budget:
         """One line: budget, seeds, aggregation and scoring."""
         rl = self.train.rl
         spend = f"{rl.token_budget:,} generated tokens" if rl.token_budget else f"{rl.steps} steps"
+        start = f"warm start {self.train.sft.steps} SFT steps" if self.train.sft.steps else "no SFT"
         return (
-            f"{self.env}: warm start {self.train.sft.steps} SFT steps, then {spend} of RL per "
+            f"{self.env}: {start}, then {spend} of RL per "
             f"variant; training seeds {', '.join(map(str, self.seeds))}; aggregation "
             f"{rl.aggregation or 'each variant its own'}; final checkpoints, greedy, "
             f"{self.test_seeds} test seeds"
@@ -355,9 +356,10 @@ def _print(
         "RL steps",
         title=budget.describe(),
     )
+    start = "sft" if budget.train.sft.steps > 0 else "start (no SFT)"
     for r in rows:
         table.add_row(
-            r["variant"],
+            start if r["variant"] == "sft" else r["variant"],
             f"{r['mean']:.3f}",
             f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
             " ".join(f"{x:.2f}" for x in r["per_seed"]),
@@ -379,7 +381,8 @@ def _plot(
     fig = agg_figure(figsize=(7, 4))
     ax = fig.add_subplot()
     sft = float(np.mean([_mean(r["sft"]["doc"], budget.env) for r in runs]))
-    ax.axhline(sft, color="grey", linestyle="--", label="warm start (SFT)")
+    label = "warm start (SFT)" if budget.train.sft.steps > 0 else "initial policy (no SFT)"
+    ax.axhline(sft, color="grey", linestyle="--", label=label)
     for name in variants:
         curves = [r[name]["curve"] for r in runs]
         n = min(len(c) for c in curves)

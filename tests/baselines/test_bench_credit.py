@@ -81,6 +81,9 @@ def test_quick_bench_lists_every_variant_with_its_fidelity_or_a_reason(tmp_path)
         if row["status"] == "ok":
             assert -1.0 <= row["ci_low"] <= row["spearman"] <= row["ci_high"] <= 1.0
             assert row["rollouts"] > 0 and row["seconds"] > 0
+            # paired with grpo on the same turns, unless it is grpo or samples its own turns
+            paired = row["variant"] != "grpo" and not row["own_sampler"]
+            assert ("vs_grpo" in row) == paired
         else:
             assert row["status"] == "n/a" and row["reason"]
     assert {row["variant"] for row in doc["rows"] if row["status"] == "n/a"} == {"group"}

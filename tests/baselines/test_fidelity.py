@@ -8,6 +8,7 @@ import pytest
 from agentgym.baselines.bench.fidelity import (
     batch_noise,
     fidelity,
+    paired_difference,
     reliability,
     sign_agreement,
     spearman,
@@ -98,3 +99,17 @@ def test_truth_quality_and_batch_noise():
     assert batch_noise(full, shaken) == pytest.approx(2.0 / np.var([0, 1, 2, 3]))
     assert math.isnan(batch_noise(dict.fromkeys(full, 1.0), shaken))
     assert spearman([1, 2, 3], [3, 3, 3]) == 0.0
+
+
+def test_paired_difference_uses_the_same_turns_for_both():
+    truth = {(i, k): _exact(float(i * 3 + k)) for i in range(6) for k in range(3)}
+    groups = {i: f"g{i}" for i in range(6)}
+    perfect = {key: t.advantage for key, t in truth.items()}
+    # the baseline gives each rollout one value: right across rollouts, blind within them
+    per_rollout = {(i, k): float(i) for i, k in truth}
+    vs = paired_difference(perfect, per_rollout, truth, groups)
+    rho = spearman(list(per_rollout.values()), list(perfect.values()))
+    assert vs["diff"] == pytest.approx(1.0 - rho) and 0 < vs["diff"] < 0.2
+    assert 0 < vs["ci_low"] <= vs["ci_high"] < 0.2  # every resample ranks the perfect one higher
+    same = paired_difference(perfect, perfect, truth, groups)
+    assert (same["diff"], same["ci_low"], same["ci_high"]) == (0.0, 0.0, 0.0)
