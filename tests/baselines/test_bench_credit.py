@@ -75,7 +75,9 @@ def test_quick_bench_lists_every_variant_with_its_fidelity_or_a_reason(tmp_path)
     doc = json.loads(out.read_text())
     assert doc["part"] == "credit" and doc["env"] == "agentgym/Credit-KeyDoor-v0"
     assert doc["policy"] == "uniform" and doc["truth"]["kind"].startswith("analytic")
-    assert 0.0 <= doc["truth"]["check"]["within_95"] <= 1.0
+    check = doc["truth"]["check"]
+    assert 0.0 <= check["within_95"] <= 1.0 and check["turns"] == doc["truth"]["turns"]
+    assert check["bias_ci"][0] <= check["bias"] <= check["bias_ci"][1]
     assert [row["variant"] for row in doc["rows"]] == names()
     for row in doc["rows"]:
         if row["status"] == "ok":
