@@ -29,6 +29,7 @@ from agentgym.baselines.batch import Key, Trajectory
 from agentgym.baselines.policies.agent import stable_key
 from agentgym.baselines.policies.base import Policy
 from agentgym.baselines.rollout import EnvPool, RolloutConfig, branch
+from agentgym.terminal import Progress
 
 VALUES_KEY = "credit_values"
 """The privileged info key of the analytic values (per policy: value, q, advantage)."""
@@ -129,21 +130,23 @@ def monte_carlo(
     keyed = bool(callable(getattr(pool.envs[0].unwrapped, "set_rng", None)))
     out: dict[Key, TurnTruth] = {}
     per = max(1, chunk // k)
-    for first in range(0, len(keys), per):
-        part = keys[first : first + per]
-        parents = [(trajectories[i], t) for i, t in part]
-        noise = [stable_key(seed, i, t, j) >> 24 for i, t in part for j in range(k)]
-        env_noise = noise if keyed else None
-        fresh = branch(policy, pool, parents, k, cfg, gumbel_keys=noise, env_keys=env_noise)
-        forced = branch(
-            policy, pool, parents, k, cfg, gumbel_keys=noise, env_keys=env_noise, forced=True
-        )
-        for n, (i, t) in enumerate(part):
-            v = [return_from(c, t) for c in fresh[n * k : (n + 1) * k]]
-            q = [return_from(c, t) for c in forced[n * k : (n + 1) * k]]
-            out[(i, t)] = paired(q, v)
-        cost.rollouts += len(fresh) + len(forced)
-        cost.tokens += _generated(fresh) + _generated(forced)
+    with Progress("true advantages (Monte Carlo)", len(keys), unit="turns") as progress:
+        for first in range(0, len(keys), per):
+            part = keys[first : first + per]
+            parents = [(trajectories[i], t) for i, t in part]
+            noise = [stable_key(seed, i, t, j) >> 24 for i, t in part for j in range(k)]
+            env_noise = noise if keyed else None
+            fresh = branch(policy, pool, parents, k, cfg, gumbel_keys=noise, env_keys=env_noise)
+            forced = branch(
+                policy, pool, parents, k, cfg, gumbel_keys=noise, env_keys=env_noise, forced=True
+            )
+            for n, (i, t) in enumerate(part):
+                v = [return_from(c, t) for c in fresh[n * k : (n + 1) * k]]
+                q = [return_from(c, t) for c in forced[n * k : (n + 1) * k]]
+                out[(i, t)] = paired(q, v)
+            cost.rollouts += len(fresh) + len(forced)
+            cost.tokens += _generated(fresh) + _generated(forced)
+            progress.advance(len(part), continuations=cost.rollouts)
     cost.seconds = time.perf_counter() - start
     return out, cost
 
