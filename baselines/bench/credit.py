@@ -221,7 +221,8 @@ def _warm_start(
     from agentgym.baselines.config import RECIPES, TrainConfig
     from agentgym.baselines.train import make_policy, oracle_demos, rollout_config, sft
 
-    recipe = RECIPES.get(env) or TrainConfig.from_options(env=env)
+    # an env without a recipe gets the smallest policy: the default must finish in minutes
+    recipe = RECIPES.get(env) or TrainConfig.from_options(env=env, preset="nano")
     steps = 20 if quick else min(recipe.sft.steps, 300)
     cfg = recipe.with_options(
         sft_steps=steps, sft_episodes=10 if quick else min(recipe.sft.episodes, 200), seed=seed
@@ -261,6 +262,7 @@ def _sample(setup: Setup, spec: str) -> tuple[Batch, float]:
     """A batch from the sampler of plan ``spec``, every rollout tagged with its index."""
     plan = compose(spec)
     batch = Batch(trajectories=[])
+    torch.manual_seed(setup.seed)  # a sampler without keys draws from torch's generator
     start = time.perf_counter()
     with torch.no_grad():
         plan.run("sample", batch, _context(setup, plan))

@@ -119,3 +119,32 @@ def test_bad_options_exit_2_with_one_line(args, message):
     result = run_cli("bench", "credit", "--quick", *args)
     assert result.returncode == 2 and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_same_seed_gives_the_same_measurement(tmp_path):
+    """A checkpoint policy samples from torch's generator: the bench seeds it."""
+    import torch
+
+    from agentgym.baselines.policies.agent import save_policy_checkpoint
+    from agentgym.baselines.policies.tiny import TinyPolicy
+
+    env_id = "agentgym/Credit-Chain-v0"
+    torch.manual_seed(3)
+    tokenizer = train_tokenizer(collect_env_text(env_id, episodes=5), 600)
+    save_policy_checkpoint(TinyPolicy.from_preset("nano", tokenizer), tmp_path / "ckpt")
+    docs = [
+        bench_credit.run(
+            Console(quiet=True),
+            quick=True,
+            env=env_id,
+            variants=("grpo", "gigpo", "tsbpo"),
+            checkpoint=str(tmp_path / "ckpt"),
+        )
+        for _ in range(2)
+    ]
+    rows = [  # JSON text: NaN (no batch noise for an own sampler) equals itself there
+        json.dumps([{k: v for k, v in r.items() if "seconds" not in k} for r in doc["rows"]])
+        for doc in docs
+    ]
+    assert rows[0] == rows[1]
+    assert docs[0]["truth"]["kind"] == "monte carlo"  # a trained policy's values are not stated
