@@ -24,6 +24,13 @@ def _versus(row: dict[str, Any]) -> str:
     return f"{vs['diff']:+.2f} [{vs['ci_low']:+.2f}, {vs['ci_high']:+.2f}]"
 
 
+def _sign(row: dict[str, Any]) -> str:
+    """Sign agreement with its interval and the number of resolved turns."""
+    low, high = row["sign_ci"]
+    interval = "" if math.isnan(low) else f" [{low:.2f}, {high:.2f}]"
+    return f"{_num(row['sign_agreement'], '%.2f')}{interval} ({row['resolved_turns']})"
+
+
 def print_fidelity(console: Console, doc: dict[str, Any]) -> None:
     """The truth's quality, then one row per variant (not-applicable ones with their reason)."""
     truth = doc["truth"]
@@ -47,7 +54,7 @@ def print_fidelity(console: Console, doc: dict[str, Any]) -> None:
             f"turn's own 95% interval holds it on {check['within_95']:.0%} of turns"
         )
     table = Table(title=f"credit fidelity on {doc['env']} ({doc['policy']})")
-    for column in ("variant", "rank corr.", "95% CI", "− grpo [95% CI]", "sign agree (n)"):
+    for column in ("variant", "rank corr.", "95% CI", "− grpo [95% CI]", "sign agree [CI] (n)"):
         table.add_column(column, justify="left" if column == "variant" else "right")
     for column in ("batch noise", "rollouts", "tokens", "seconds", "note"):
         table.add_column(column, justify="left" if column == "note" else "right")
@@ -61,7 +68,7 @@ def print_fidelity(console: Console, doc: dict[str, Any]) -> None:
             f"{row['spearman']:+.2f}",
             f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]",
             _versus(row),
-            f"{_num(row['sign_agreement'], '%.2f')} ({row['resolved_turns']})",
+            _sign(row),
             _num(row["batch_noise"], "%.2f"),
             f"{row['rollouts']}{extra}",
             f"{row['tokens']:,}",

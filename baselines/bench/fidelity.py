@@ -63,7 +63,7 @@ def bootstrap_interval(
     for _ in range(reps):
         pick = np.concatenate([members[j] for j in rng.integers(len(ids), size=len(ids))])
         draws.append(statistic(pick))
-    low, high = np.percentile(draws, [2.5, 97.5])
+    low, high = np.nanpercentile(draws, [2.5, 97.5])  # NaN: a resample without the turns
     return float(low), float(high)
 
 
@@ -159,13 +159,24 @@ def fidelity(
     low, high = bootstrap_interval(
         lambda rows: spearman(x[rows], y[rows]), clusters(keys, groups), seed=seed
     )
-    agree, n_resolved = sign_agreement(x, [truth[key] for key in keys])
+    truths = [truth[key] for key in keys]
+    agree, n_resolved = sign_agreement(x, truths)
+    hits = np.array([np.sign(v) == np.sign(t.advantage) for v, t in zip(x, truths, strict=True)])
+    known = np.array([resolved(t) for t in truths], dtype=bool)
+    sign_low, sign_high = float("nan"), float("nan")
+    if known.any():
+        sign_low, sign_high = bootstrap_interval(
+            lambda rows: float(hits[rows][known[rows]].mean()) if known[rows].any() else np.nan,
+            clusters(keys, groups),
+            seed=seed,
+        )
     return {
         "turns": len(keys),
         "spearman": rho,
         "ci_low": low,
         "ci_high": high,
         "sign_agreement": agree,
+        "sign_ci": [sign_low, sign_high],
         "resolved_turns": n_resolved,
         "credited_share": float(np.mean(x != 0)) if len(x) else float("nan"),
     }

@@ -70,6 +70,7 @@ def test_perfect_reversed_and_absent_credit():
     same = {key: t.advantage for key, t in truth.items()}
     perfect = fidelity(same, truth, groups)
     assert perfect["spearman"] == pytest.approx(1.0) and perfect["sign_agreement"] == 1.0
+    assert perfect["sign_ci"] == [1.0, 1.0]
     assert perfect["ci_low"] == pytest.approx(1.0)
     reversed_ = fidelity({key: -a for key, a in same.items()}, truth, groups)
     assert reversed_["spearman"] == pytest.approx(-1.0) and reversed_["sign_agreement"] == 0.0
