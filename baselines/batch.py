@@ -137,6 +137,21 @@ class Trajectory:
         return G
 
 
+def generated_tokens(trajectories: list[Trajectory]) -> int:
+    """Tokens the policy sampled in ``trajectories``.
+
+    Edited copies, the shared prefixes of branches and teacher-forced turns are not new
+    samples and are left out.
+    """
+    return sum(
+        len(turn.response_ids)
+        for traj in trajectories
+        if not traj.edited
+        for turn in traj.turns
+        if not turn.extras.get("shared") and not turn.extras.get("forced")
+    )
+
+
 @dataclass
 class Batch:
     """The batch of one training step; every hook of every variant sees this same object.

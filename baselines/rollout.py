@@ -332,43 +332,21 @@ def replay(
     )
     history = History(policy, cfg.prompt)
     history.observe(obs, info)
+    slot = _Slot(env, traj, obs, info, history, None)
     for k, action in enumerate(actions):
         if traj.terminated or traj.truncated:
             raise ValueError(
                 f"replay of {group}: the episode ended at turn {k - 1}, before action "
                 f"{k} of {len(actions)} ({action!r})"
             )
-        prompt = history.prompt()
         body = list(tokenizer.encode(action))
         response = [*body, tokenizer.eos_id]
         mask = None
-        if cfg.constrained and info.get("admissible_actions"):
-            choices = encode_actions(tokenizer, info["admissible_actions"])
+        if cfg.constrained and slot.info.get("admissible_actions"):
+            choices = encode_actions(tokenizer, slot.info["admissible_actions"])
             if tuple(body) in choices:
                 mask = allowed_tokens(response, choices, tokenizer.eos_id)
-        extras: dict[str, Any] = {"action": action}
-        if snapshots:
-            extras.update(snapshot=env.unwrapped.snapshot(), observation=obs, observation_info=info)
-        state_key = info.get("state_key")
-        obs, reward, terminated, truncated, info = env.step(action)
-        traj.turns.append(
-            Turn(
-                prompt_ids=torch.tensor(prompt, dtype=torch.long),
-                response_ids=torch.tensor(response, dtype=torch.long),
-                reward=turn_reward(reward, terminated or truncated, info, cfg),
-                terminated=terminated,
-                truncated=truncated,
-                state_key=state_key,
-                info=info,
-                temperature=cfg.temperature,
-                allowed_tokens=mask,
-                extras=extras,
-            )
-        )
-        history.act(response)
-        history.observe(obs)
-        if terminated or truncated:
-            _end(traj, float(reward), terminated, truncated, history)
+        _step_slot(slot, history.prompt(), response, action, None, mask, cfg, snapshots)
     if score and traj.turns:
         _score_replay(policy, traj.turns)
     return traj

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentgym.baselines.batch import Batch, StepContext, Turn
+from agentgym.baselines.batch import Batch, StepContext, Turn, generated_tokens
 from agentgym.baselines.config import TrainConfig
 from agentgym.baselines.credit import compose
 from agentgym.baselines.losses import aggregate, clipped_surrogate, kl_k3
@@ -336,14 +336,7 @@ def rl_step(
     # Rollout statistics over fresh episodes only: branches are started where a sampler chose
     # to, and edited copies carry bonus outcomes, so either would bias them.
     fresh = [t for t in batch.trajectories if t.parent_id is None and not t.edited]
-    # what the policy sampled this step (branches' shared prefixes and edits are not new)
-    generated = sum(
-        len(turn.response_ids)
-        for t in batch.trajectories
-        if not t.edited
-        for turn in t.turns
-        if not turn.extras.get("shared")
-    )
+    generated = generated_tokens(batch.trajectories)  # what the policy sampled this step
     valid = [turn.info.get("action_valid", True) for t in fresh for turn in t.turns]
     return {
         **metrics,

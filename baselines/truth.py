@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
-from agentgym.baselines.batch import Key, Trajectory
+from agentgym.baselines.batch import Key, Trajectory, generated_tokens
 from agentgym.baselines.policies.agent import stable_key
 from agentgym.baselines.policies.base import Policy
 from agentgym.baselines.rollout import EnvPool, RolloutConfig, branch
@@ -145,7 +144,7 @@ def monte_carlo(
                 q = [return_from(c, t) for c in forced[n * k : (n + 1) * k]]
                 out[(i, t)] = paired(q, v)
             cost.rollouts += len(fresh) + len(forced)
-            cost.tokens += _generated(fresh) + _generated(forced)
+            cost.tokens += generated_tokens(fresh) + generated_tokens(forced)
             progress.advance(len(part), continuations=cost.rollouts)
     cost.seconds = time.perf_counter() - start
     return out, cost
@@ -163,16 +162,6 @@ def paired(q: list[float], v: list[float]) -> TurnTruth:
         v=float(np.mean(v)),
         halves=(float(d[:half].mean()), float(d[half:].mean())),
         n=len(d),
-    )
-
-
-def _generated(trajectories: Iterable[Trajectory]) -> int:
-    """Tokens the policy generated in continuations (not shared prefixes or forced turns)."""
-    return sum(
-        len(turn.response_ids)
-        for traj in trajectories
-        for turn in traj.turns
-        if not turn.extras.get("shared") and not turn.extras.get("forced")
     )
 
 

@@ -30,7 +30,7 @@ import torch
 from rich.console import Console
 from scipy import stats
 
-from agentgym.baselines.batch import Batch, Key, StepContext
+from agentgym.baselines.batch import Batch, Key, StepContext, generated_tokens
 from agentgym.baselines.bench.credit_report import plot_fidelity, print_fidelity
 from agentgym.baselines.bench.fidelity import (
     EPS,
@@ -276,13 +276,7 @@ def _measure(setup: Setup, sampled: tuple[Batch, float]) -> Measured:
     batch, seconds = sampled
     trajs = batch.trajectories
     keys = scored_turns(trajs)
-    tokens = sum(
-        len(turn.response_ids)
-        for traj in trajs
-        if not traj.edited
-        for turn in traj.turns
-        if not turn.extras.get("shared")
-    )
+    tokens = generated_tokens(trajs)
     with torch.no_grad():
         mc, cost = monte_carlo(
             setup.policy, setup.pool, trajs, keys, setup.k, setup.rollout, seed=setup.seed
