@@ -1,0 +1,114 @@
+"""Timing two or more sides fairly: alternating runs, repeated, medians with their spread.
+
+A single pass per side, always in the same order, swings with the host (a neighbour process,
+CPU frequency, cache state) and favours whichever side runs second or first. Every bench
+that compares sides measures them the same way here:
+
+* runs alternate: round ``r`` takes the sides in the given order when ``r`` is even and in
+  reverse when it is odd, so drift hits every side alike;
+* each run is timed on two clocks, wall time (``perf_counter``) and this process's CPU time
+  (``process_time``: user + system of every thread, not of child processes), since CPU time
+  is what a loaded host does not inflate;
+* a side's figure is the median over its runs, reported with the min and max.
+
+    timed = alternate({"ours": run_ours, "peer": run_peer}, repeats=5, warmup=1)
+    timed.ratio("peer", "ours")                 # median wall(peer) / median wall(ours)
+    timed.ratio("peer", "ours", clock="cpu")    # the same on CPU time
+    timed.summary()                             # JSON-ready medians and spreads per side
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Clock = Literal["wall", "cpu"]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One timed run: seconds of wall time and of this process's CPU time."""
+
+    wall_s: float
+    cpu_s: float
+
+    def on(self, clock: Clock) -> float:
+        """The seconds on ``clock``."""
+        return self.wall_s if clock == "wall" else self.cpu_s
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, Sample]:
+    """Call ``fn()`` once; returns its result and the :class:`Sample` it took."""
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    result = fn()
+    return result, Sample(time.perf_counter() - wall0, time.process_time() - cpu0)
+
+
+@dataclass
+class Alternated:
+    """The samples of :func:`alternate`, per side, in the order they were taken."""
+
+    samples: dict[str, list[Sample]] = field(default_factory=dict)
+    results: dict[str, list[Any]] = field(default_factory=dict)
+    """What each side's function returned, per run (the warm-up runs excluded)."""
+
+    def median(self, side: str, clock: Clock = "wall") -> float:
+        """The median seconds of ``side`` on ``clock``."""
+        return float(statistics.median(s.on(clock) for s in self.samples[side]))
+
+    def spread(self, side: str, clock: Clock = "wall") -> tuple[float, float]:
+        """``(min, max)`` seconds of ``side`` on ``clock``."""
+        values = [s.on(clock) for s in self.samples[side]]
+        return min(values), max(values)
+
+    def ratio(self, numerator: str, denominator: str, clock: Clock = "wall") -> float:
+        """``median(numerator) / median(denominator)`` on ``clock`` (inf when the latter is 0)."""
+        below = self.median(denominator, clock)
+        return self.median(numerator, clock) / below if below > 0 else float("inf")
+
+    def summary(self, per: float = 1.0, unit: str = "s") -> dict[str, dict[str, float]]:
+        """JSON-ready figures per side: median, min and max on both clocks, divided by ``per``.
+
+        ``per``: the count one figure is for (calls, steps...), so ``per=calls`` with
+        ``unit="ms"`` gives milliseconds per call. ``unit``: ``"s"``, ``"ms"`` or ``"us"``.
+        """
+        scale = {"s": 1.0, "ms": 1e3, "us": 1e6}[unit] / per
+        out: dict[str, dict[str, float]] = {}
+        for side in self.samples:
+            row: dict[str, float] = {"runs": float(len(self.samples[side]))}
+            for clock in ("wall", "cpu"):
+                lo, hi = self.spread(side, clock)  # type: ignore[arg-type]
+                row[f"{clock}_{unit}"] = round(self.median(side, clock) * scale, 6)  # type: ignore[arg-type]
+                row[f"{clock}_min_{unit}"] = round(lo * scale, 6)
+                row[f"{clock}_max_{unit}"] = round(hi * scale, 6)
+            out[side] = row
+        return out
+
+
+def alternate(
+    sides: Mapping[str, Callable[[], Any]], repeats: int = 5, warmup: int = 1
+) -> Alternated:
+    """Run every side ``warmup + repeats`` times, alternating the order round by round.
+
+    Round ``r`` calls the sides in the mapping's order when ``r`` is even and in reverse when
+    it is odd; the first ``warmup`` rounds are run and discarded (imports, caches, JIT).
+
+    Raises:
+        ValueError: no sides, or ``repeats`` < 1 or ``warmup`` < 0.
+    """
+    if not sides:
+        raise ValueError("alternate needs at least one side")
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
+    names = list(sides)
+    out = Alternated({n: [] for n in names}, {n: [] for n in names})
+    for r in range(warmup + repeats):
+        for name in names if r % 2 == 0 else reversed(names):
+            result, sample = timed(sides[name])
+            if r >= warmup:
+                out.samples[name].append(sample)
+                out.results[name].append(result)
+    return out

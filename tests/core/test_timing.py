@@ -1,0 +1,39 @@
+import pytest
+
+from agentgym.core.timing import Sample, alternate
+
+
+def test_alternate_reverses_the_order_every_other_round_and_drops_warmup():
+    calls: list[str] = []
+    timed = alternate({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 3, 1)
+    assert calls == ["a", "b", "b", "a", "a", "b", "b", "a"]
+    assert [len(timed.samples[s]) for s in "ab"] == [3, 3]
+    assert [len(timed.results[s]) for s in "ab"] == [3, 3]
+
+
+def test_ratio_median_and_spread_read_the_samples():
+    timed = alternate({"x": lambda: None}, 1, 0)
+    timed.samples = {
+        "slow": [Sample(4.0, 2.0), Sample(6.0, 3.0), Sample(5.0, 9.0)],
+        "fast": [Sample(1.0, 1.0), Sample(3.0, 1.0), Sample(2.0, 1.0)],
+    }
+    assert timed.median("slow") == 5.0 and timed.median("slow", "cpu") == 3.0
+    assert timed.spread("fast") == (1.0, 3.0)
+    assert timed.ratio("slow", "fast") == 2.5
+    assert timed.ratio("slow", "fast", clock="cpu") == 3.0
+    row = timed.summary(per=2.0, unit="ms")["slow"]
+    assert row["wall_ms"] == 2500.0 and row["cpu_max_ms"] == 4500.0 and row["runs"] == 3.0
+
+
+def test_cpu_clock_counts_work_not_sleep():
+    import time
+
+    timed = alternate({"sleep": lambda: time.sleep(0.05)}, 1, 0)
+    sample = timed.samples["sleep"][0]
+    assert sample.wall_s >= 0.05 > sample.cpu_s
+
+
+@pytest.mark.parametrize("repeats, warmup", [(0, 1), (2, -1)])
+def test_bad_counts_are_refused(repeats, warmup):
+    with pytest.raises(ValueError):
+        alternate({"a": lambda: None}, repeats, warmup)
