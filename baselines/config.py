@@ -86,6 +86,10 @@ class RLConfig:
     """Optimiser steps per pass: the batch's rollouts split into this many mini-batches."""
     max_grad_norm: float = 1.0
     """Gradient clipping (the warm start clips the same)."""
+    micro_batch_tokens: int = 16384
+    """Most padded tokens (prompt + response) per forward and backward pass of the update: a
+    mini-batch above it is back-propagated in pieces whose gradients add up to the same
+    (bounds memory, same result; 0: the whole mini-batch in one pass)."""
     constant_norm: float = 48.0
     """Divisor of the constant-norm aggregation (Dr. GRPO)."""
     aggregation: str = ""

@@ -24,10 +24,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentgym.baselines.batch import Batch, StepContext, Turn, generated_tokens
+from agentgym.baselines.batch import Batch, StepContext, generated_tokens
 from agentgym.baselines.config import TrainConfig
 from agentgym.baselines.credit import compose
-from agentgym.baselines.losses import aggregate, clipped_surrogate, kl_k3
 from agentgym.baselines.policies.agent import (
     DEFAULT_POLICY_CLASS,
     import_policy_class,
@@ -35,7 +34,7 @@ from agentgym.baselines.policies.agent import (
 )
 from agentgym.baselines.prompt import History
 from agentgym.baselines.rollout import EnvPool, RolloutConfig
-from agentgym.baselines.scoring import turn_logprobs
+from agentgym.baselines.update import update
 from agentgym.core.errors import BadInput
 from agentgym.harness.plot import agg_figure
 from agentgym.registry import make
@@ -241,71 +240,6 @@ def _warmup_cosine(steps: int, warmup: float = 0.05) -> Any:
     return factor
 
 
-def policy_loss(batch: Batch, policy: Any, ref: Any, plan: Any, cfg: TrainConfig) -> tuple:
-    """The clipped surrogate over the turns that have advantages, plus the k3 KL to the reference.
-
-    The surrogate is aggregated as the plan says. Returns (loss, metrics).
-    """
-    advantages = batch.advantages or {}
-    keys = list(advantages)
-    if not keys:
-        return torch.zeros((), requires_grad=True), {"tokens": 0}
-    logp = torch.cat(turn_logprobs(policy, batch, keys, grad=True))
-    logp_old = torch.cat([_behaviour_logp(batch.turn(k)) for k in keys])
-    adv = batch.flat(advantages, keys)
-    mask, seq_ids, turn_ids = batch.token_index(keys)
-    token_loss = clipped_surrogate(logp, logp_old, adv, cfg.rl.clip, cfg.rl.clip)
-
-    def reduce(x: torch.Tensor) -> torch.Tensor:
-        # one aggregation for every term of the loss (verl's rule): a KL averaged differently
-        # from the surrogate would weigh long and short rollouts differently from it
-        return aggregate(
-            x,
-            mask,
-            plan.aggregation,
-            seq_ids=seq_ids,
-            turn_ids=turn_ids,
-            constant=cfg.rl.constant_norm,
-        )
-
-    loss = reduce(token_loss)
-    metrics = {"tokens": float(mask.sum()), **ratio_stats(logp, logp_old, adv, mask, cfg.rl.clip)}
-    if ref is not None and cfg.rl.kl_coef > 0:
-        with torch.no_grad():
-            ref_logp = torch.cat(turn_logprobs(ref, batch, keys, grad=False))
-        kl = reduce(kl_k3(logp, ref_logp))
-        loss = loss + cfg.rl.kl_coef * kl
-        metrics["kl"] = float(kl.detach())
-    return loss, metrics
-
-
-def ratio_stats(
-    logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, eps: float
-) -> dict[str, float]:
-    """How far the policy has moved from the one that sampled, over the policy tokens.
-
-    Returns:
-        ``clip_frac``: the share of tokens whose surrogate is clipped (ratio past ``1 ± eps``
-        on the side the advantage pushes toward, so the gradient is zero there);
-        ``approx_kl``: the k3 estimate of KL(π_old ‖ π_θ).
-    """
-    with torch.no_grad():
-        ratio = torch.exp(logp - logp_old)
-        clipped = ((adv > 0) & (ratio > 1 + eps)) | ((adv < 0) & (ratio < 1 - eps))
-        n = mask.sum().clamp(min=1)
-        return {
-            "clip_frac": float((clipped.float() * mask).sum() / n),
-            "approx_kl": float((kl_k3(logp_old, logp) * mask).sum() / n),
-        }
-
-
-def _behaviour_logp(turn: Turn) -> torch.Tensor:
-    """``logp_old`` of a turn (the sampler records it; an edited rollout's is rescored)."""
-    if turn.logp_old is None:
-        raise ValueError("a turn reached the policy loss without its behaviour log-probs")
-    return turn.logp_old
-
-
 def rl_step(
     policy: Any,
     ref: Any,
@@ -346,51 +280,6 @@ def rl_step(
         "invalid_rate": 1.0 - float(np.mean(valid)) if valid else float("nan"),
         "turns": float(np.mean([len(t.turns) for t in fresh])) if fresh else float("nan"),
         "generated_tokens": float(generated),
-    }
-
-
-def update(
-    batch: Batch,
-    policy: Any,
-    ref: Any,
-    plan: Any,
-    optimizer: Any,
-    cfg: TrainConfig,
-    ctx: StepContext,
-) -> dict[str, float]:
-    """PPO's updates on one batch: ``cfg.rl.epochs`` passes, each ``cfg.rl.minibatches`` steps.
-
-    A pass shuffles the trajectories (with the run's generator, only when there are several
-    mini-batches) and splits them into mini-batches of whole trajectories, so per-sequence
-    aggregations see every token of a rollout. The first step's ratio is 1; later steps see
-    the policy move and the clip bind (verl's ``ppo_epochs`` and mini-batches, TRL's
-    ``num_iterations``).
-
-    Returns:
-        The metrics: ``tokens`` once per batch, the others averaged over the steps.
-    """
-    n, k = len(batch.trajectories), cfg.rl.minibatches
-    seen: dict[str, list[float]] = {}
-    for epoch in range(cfg.rl.epochs):
-        order = ctx.need_rng().permutation(n) if k > 1 else np.arange(n)
-        for chunk in np.array_split(order, min(k, max(n, 1))):
-            mini = batch if k == 1 else batch.subset(sorted(int(i) for i in chunk))
-            loss, metrics = policy_loss(mini, policy, ref, plan, cfg)
-            for aux, aux_metrics in plan.run("aux_loss", mini, ctx):
-                loss = loss + aux
-                metrics.update(aux_metrics)
-            optimizer.zero_grad()
-            loss.backward()
-            plan.run("grad_hook", mini, ctx)
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.rl.max_grad_norm)
-            optimizer.step()
-            metrics["loss"] = float(loss.detach())
-            if epoch > 0:
-                metrics.pop("tokens", None)
-            for name, value in metrics.items():
-                seen.setdefault(name, []).append(value)
-    return {
-        name: float(sum(v)) if name == "tokens" else float(np.mean(v)) for name, v in seen.items()
     }
 
 

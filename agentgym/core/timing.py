@@ -79,9 +79,10 @@ class Alternated:
         out: dict[str, dict[str, float]] = {}
         for side in self.samples:
             row: dict[str, float] = {"runs": float(len(self.samples[side]))}
-            for clock in ("wall", "cpu"):
-                lo, hi = self.spread(side, clock)  # type: ignore[arg-type]
-                row[f"{clock}_{unit}"] = round(self.median(side, clock) * scale, 6)  # type: ignore[arg-type]
+            clocks: tuple[Clock, ...] = ("wall", "cpu")
+            for clock in clocks:
+                lo, hi = self.spread(side, clock)
+                row[f"{clock}_{unit}"] = round(self.median(side, clock) * scale, 6)
                 row[f"{clock}_min_{unit}"] = round(lo * scale, 6)
                 row[f"{clock}_max_{unit}"] = round(hi * scale, 6)
             out[side] = row

@@ -186,7 +186,7 @@ def _our_step(
     import torch
 
     from agentgym.baselines.batch import StepContext
-    from agentgym.baselines.train import policy_loss
+    from agentgym.baselines.update import policy_backward
 
     # 1. generate: `completions` samples of each of the step's prompts in one batch
     t0 = time.perf_counter()
@@ -206,11 +206,10 @@ def _our_step(
 
     # 3. the clipped surrogate's forward and backward
     t2 = time.perf_counter()
-    loss, _ = policy_loss(batch, policy, None, plan, cfg)
-    for aux, _aux_metrics in plan.run("aux_loss", batch, ctx):
-        loss = loss + aux
     optimizer.zero_grad()
-    loss.backward()
+    policy_backward(batch, policy, None, plan, cfg)
+    for aux, _aux_metrics in plan.run("aux_loss", batch, ctx):
+        aux.backward()
     plan.run("grad_hook", batch, ctx)
 
     # 4. gradient clipping and the AdamW step

@@ -46,7 +46,7 @@ from agentgym.baselines.policies.constrained import (
     masked_logprobs,
     position_temperatures,
 )
-from agentgym.baselines.policies.hf_batch import as_ids, flat_allowed, left_padded, scoring_batch
+from agentgym.baselines.policies.hf_batch import as_ids, flat_allowed, scoring_batch
 from agentgym.baselines.policies.hf_checkpoint import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_DIR,
@@ -54,10 +54,18 @@ from agentgym.baselines.policies.hf_checkpoint import (
     MODEL_FILE,
     SETTINGS_FILE,
     VALUE_HEAD_FILE,
+    check_dir,
     load_value_head,
     read_settings,
+    resolve_dtype,
     write_checkpoint,
 )
+from agentgym.baselines.policies.hf_decode import (
+    LeanDecoder,
+    PlainDecoder,
+    lean_response_states,
+)
+from agentgym.baselines.policies.hf_lean import LeanForward, lean_forward
 from agentgym.baselines.policies.hf_lora import (
     LoraSettings,
     add_lora,
@@ -82,31 +90,6 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------------------------
-# Helpers
-# --------------------------------------------------------------------------------------------
-
-
-def _resolve_dtype(dtype: torch.dtype | str | None, device: torch.device) -> torch.dtype:
-    if dtype is None:
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    resolved = getattr(torch, str(dtype).removeprefix("torch."), None)
-    if not isinstance(resolved, torch.dtype):
-        raise ValueError(f"unknown dtype {dtype!r}")
-    return resolved
-
-
-def _check_dir(path: str | os.PathLike[str]) -> Path:
-    p = Path(path)
-    if not p.is_dir():
-        raise FileNotFoundError(
-            f"{str(p)!r} is not a local directory; HFPolicy only loads models from disk"
-        )
-    return p
-
-
-# --------------------------------------------------------------------------------------------
 # Policy
 # --------------------------------------------------------------------------------------------
 
@@ -124,6 +107,9 @@ class HFPolicy:
         dtype: the floating-point type of the base weights.
         lora: the LoRA settings (target modules resolved), or ``None``.
         value_head: ``nn.Linear(hidden, 1)`` in float32 on the last hidden state, or ``None``.
+        lean: decode and score through :class:`~agentgym.baselines.policies.hf_lean.LeanForward`
+            where the model supports it (GPT-2 without LoRA; the same results, faster); set
+            False to use ``transformers``' forward everywhere.
     """
 
     def __init__(
@@ -153,6 +139,8 @@ class HFPolicy:
         params = inspect.signature(lm.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._keeps_logits = "logits_to_keep" in params
+        self._lean = lean_forward(lm) if lora is None else None
+        self.lean = True
         self.model.eval()
 
     # ---------------------------------------------------------------- construction
@@ -183,9 +171,9 @@ class HFPolicy:
         Raises:
             FileNotFoundError: ``model_dir`` is not a directory (nothing is downloaded).
         """
-        path = _check_dir(model_dir)
+        path = check_dir(model_dir)
         dev = torch.device(device)
-        model = cls._load_lm(path, _resolve_dtype(dtype, dev), attn_implementation)
+        model = cls._load_lm(path, resolve_dtype(dtype, dev), attn_implementation)
         tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(str(path), local_files_only=True))
         if lora is not None:
             model, lora = add_lora(model, lora)
@@ -213,10 +201,10 @@ class HFPolicy:
             device: where to put the model.
             dtype: weight type; ``None`` keeps the type the policy was saved with.
         """
-        root = _check_dir(path)
+        root = check_dir(path)
         settings = read_settings(root)
         dev = torch.device(device)
-        model: Any = cls._load_lm(root, _resolve_dtype(dtype or settings["dtype"], dev), None)
+        model: Any = cls._load_lm(root, resolve_dtype(dtype or settings["dtype"], dev), None)
         tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(str(root), local_files_only=True))
         lora = LoraSettings.from_json(settings["lora"]) if settings.get("lora") else None
         if lora is not None:
@@ -302,6 +290,10 @@ class HFPolicy:
         )
 
     # ---------------------------------------------------------------- forward
+
+    def _lean_forward(self) -> LeanForward | None:
+        """The lean forward when it is on and the model supports it, else None."""
+        return self._lean if self.lean else None
 
     def _forward(
         self,
@@ -407,37 +399,26 @@ class HFPolicy:
         if steps <= 0:
             return [GenOut(ids=[], logps=[], text="") for _ in range(n)]
 
-        dev = self.device
         pad = self.tokenizer.pad_id
-        ids, mask, pos = left_padded(rows, pad, dev)
-        next_pos = torch.tensor([len(r) for r in rows], dtype=torch.long, device=dev)
-        logits, _, cache = self._forward(ids, mask, pos, keep=1, use_cache=True)
+        lean = self._lean_forward()
+        decoder = (
+            LeanDecoder(lean, rows, pad, steps, self.device)
+            if lean is not None
+            else PlainDecoder(self._forward, rows, pad, self.device)
+        )
+        logits = decoder.logits
         vocab = int(logits.shape[-1])
         if top_allowed >= vocab:
             raise ValueError(f"allowed token id {top_allowed} is outside the vocabulary ({vocab})")
-
         for t in range(steps):
+            mask = responses.mask(vocab, self.device)
             tok, logp = choose(
-                logits[:, -1, :],
-                responses.mask(vocab, dev),
-                t,
-                temperature=temperature,
-                greedy=greedy,
-                keys=gumbel_keys,
+                logits, mask, t, temperature=temperature, greedy=greedy, keys=gumbel_keys
             )
-            toks = tok.tolist()
-            responses.record(toks, logp.tolist())
+            responses.take(tok, logp)
             if responses.finished or t == steps - 1:
                 break
-            done = responses.done
-            feed = torch.tensor(
-                [pad if d else tk for d, tk in zip(done, toks, strict=True)], device=dev
-            )
-            mask = torch.cat([mask, mask.new_ones((n, 1))], dim=1)
-            logits, _, cache = self._forward(
-                feed[:, None], mask, next_pos[:, None], keep=1, cache=cache, use_cache=True
-            )
-            next_pos = next_pos + 1
+            logits = decoder.feed(responses.feed(tok, pad))
         return responses.results(self.tokenizer)
 
     # ---------------------------------------------------------------- scoring
@@ -541,8 +522,16 @@ class HFPolicy:
         ids, mask, pos, targets = scoring_batch(p_rows, r_rows, self.tokenizer.pad_id, dev)
 
         ctx: AbstractContextManager[Any] = nullcontext() if grad else torch.no_grad()
+        hidden: torch.Tensor | None
         with ctx:
-            logits, hidden, _ = self._forward(ids, mask, pos, keep=width_r, want_hidden=want_values)
+            lean = self._lean_forward()
+            if lean is not None:
+                hidden = lean_response_states(lean, p_rows, r_rows, self.tokenizer.pad_id, dev)
+                logits = lean.logits(hidden)
+            else:
+                logits, hidden, _ = self._forward(
+                    ids, mask, pos, keep=width_r, want_hidden=want_values
+                )
             lps: list[torch.Tensor] = []
             if want_logps:
                 flat = flat_allowed(allowed_tokens, r_rows, width_r)

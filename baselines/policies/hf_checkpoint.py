@@ -12,6 +12,7 @@ besides the model and the tokenizer.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -192,3 +193,33 @@ def load_value_head(root: Path) -> nn.Linear:
     head = nn.Linear(state["weight"].shape[1], 1, dtype=torch.float32)
     head.load_state_dict({k: v.float() for k, v in state.items()})
     return head
+
+
+def resolve_dtype(dtype: torch.dtype | str | None, device: torch.device) -> torch.dtype:
+    """A ``torch.dtype`` from a dtype, its name, or None (bfloat16 on CUDA, float32 elsewhere).
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    if dtype is None:
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    resolved = getattr(torch, str(dtype).removeprefix("torch."), None)
+    if not isinstance(resolved, torch.dtype):
+        raise ValueError(f"unknown dtype {dtype!r}")
+    return resolved
+
+
+def check_dir(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a ``Path`` when it is a local directory (nothing is ever downloaded).
+
+    Raises:
+        FileNotFoundError: it is not.
+    """
+    p = Path(path)
+    if not p.is_dir():
+        raise FileNotFoundError(
+            f"{str(p)!r} is not a local directory; HFPolicy only loads models from disk"
+        )
+    return p

@@ -11,10 +11,10 @@ Hugging Face model sample alike (on the CPU, the same key gives both the same no
     for t in range(responses.steps):
         mask = responses.mask(vocab, device)
         tok, logp = choose(logits, mask, t, temperature=T, greedy=False, keys=keys)
-        responses.record(tok.tolist(), logp.tolist())
+        responses.take(tok, logp)
         if responses.finished or t == responses.steps - 1:
             break
-        logits = forward(tok)          # the policy's own decode step
+        logits = forward(responses.feed(tok, pad))   # the policy's own decode step
     outs = responses.results(tokenizer)
 """
 
@@ -148,11 +148,20 @@ class Responses:
         self._nodes: list[Node | None] = [None if t is None else t.root for t in self.tries]
         self._outs = [GenOut(ids=[], logps=[]) for _ in range(rows)]
         # a free row with no budget is complete before it starts
-        self.done = [t is None and max_new_tokens <= 0 for t in self.tries]
+        self._done = [t is None and max_new_tokens <= 0 for t in self.tries]
+        # all rows free: tokens stay in tensors, one column per step, read back once
+        self._columns: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._lengths: torch.Tensor | None = None
+        self._done_t: torch.Tensor | None = None
         self.top_allowed = max(
             (int(tok) for a in (allowed or []) if a is not None for seq in a for tok in seq),
             default=-1,
         )
+
+    @property
+    def done(self) -> list[bool]:
+        """Per row, whether its response is complete."""
+        return self._done if self._done_t is None else self._done_t.tolist()
 
     @property
     def constrained(self) -> bool:
@@ -162,7 +171,35 @@ class Responses:
     @property
     def finished(self) -> bool:
         """Whether every response is complete."""
-        return all(self.done)
+        if self._done_t is not None:
+            return bool(self._done_t.all())
+        return all(self._done)
+
+    def take(self, tokens: torch.Tensor, logps: torch.Tensor) -> None:
+        """:meth:`record` for ``[B]`` tensors; with no constrained row, without leaving them.
+
+        Free rows only need ``tokens == eos`` and a length count, so the step's tokens are
+        kept as a column and read back once in :meth:`results`; a constrained batch walks its
+        tries token by token through :meth:`record`.
+        """
+        if self.constrained:
+            self.record(tokens.tolist(), logps.tolist())
+            return
+        if self._done_t is None:
+            self._done_t = torch.tensor(self._done, device=tokens.device)
+            self._lengths = torch.zeros(len(self._done), dtype=torch.long, device=tokens.device)
+        assert self._lengths is not None
+        live = ~self._done_t
+        self._columns.append((tokens, logps))
+        self._lengths += live
+        self._done_t = (
+            self._done_t | (tokens == self.eos_id) | (self._lengths >= self.max_new_tokens)
+        )
+
+    def feed(self, tokens: torch.Tensor, pad: int) -> torch.Tensor:
+        """This step's ``tokens`` ``[B]`` to feed back, ``pad`` in the rows now complete."""
+        done = self._done_t if self._done_t is not None else torch.tensor(self.done)
+        return torch.where(done.to(tokens.device), torch.full_like(tokens, pad), tokens)
 
     def mask(self, vocab: int, device: torch.device) -> torch.Tensor | None:
         """``[B, V]`` bool of the tokens each row may take next, or None if none is constrained.
@@ -172,26 +209,32 @@ class Responses:
         """
         if not self.constrained:
             return None
-        live = [None if d else node for node, d in zip(self._nodes, self.done, strict=True)]
+        live = [None if d else node for node, d in zip(self._nodes, self._done, strict=True)]
         return allowed_mask(live, vocab, device)
 
     def record(self, tokens: Sequence[int], logps: Sequence[float]) -> None:
         """Append each unfinished row's chosen token and its log-prob; mark rows that end."""
         for i, (tok, logp) in enumerate(zip(tokens, logps, strict=True)):
-            if self.done[i]:
+            if self._done[i]:
                 continue
             out = self._outs[i]
             out.ids.append(int(tok))
             out.logps.append(float(logp))
             node = self._nodes[i]
             if node is None:  # a free row stops at eos or at its own budget
-                self.done[i] = tok == self.eos_id or len(out.ids) >= self.max_new_tokens
+                self._done[i] = tok == self.eos_id or len(out.ids) >= self.max_new_tokens
             else:
                 self._nodes[i] = node = node[int(tok)]
-                self.done[i] = not node
+                self._done[i] = not node
 
     def results(self, tokenizer: Any) -> list[GenOut]:
         """The responses, each with its text decoded (special tokens dropped)."""
+        if self._columns:
+            ids = torch.stack([c[0] for c in self._columns], dim=1).tolist()
+            logps = torch.stack([c[1] for c in self._columns], dim=1).tolist()
+            lengths = self._lengths.tolist()  # type: ignore[union-attr]
+            for out, row, lps, n in zip(self._outs, ids, logps, lengths, strict=True):
+                out.ids, out.logps = row[:n], lps[:n]
         for out in self._outs:
             out.text = tokenizer.decode(out.ids)
         return self._outs

@@ -272,7 +272,7 @@ class TinyPolicy(nn.Module):
             tok, logp = choose(
                 self.logits(h), mask, t, temperature=temperature, greedy=greedy, keys=gumbel_keys
             )
-            responses.record(tok.tolist(), logp.tolist())
+            responses.take(tok, logp)
             if responses.finished or t == steps - 1:
                 break
             c = P + t  # the cache column of the token just chosen

@@ -21,7 +21,8 @@ def test_the_groups_keep_every_flag_name():
     assert names >= FLAT_FLAGS
     # new ones; the privileged view is no training option
     assert names - FLAT_FLAGS == {
-        "context", "epochs", "minibatches", "token_budget", "aggregation", "sft_teacher"
+        "context", "epochs", "minibatches", "token_budget", "aggregation", "sft_teacher",
+        "micro_batch_tokens",
     }  # fmt: skip
 
 

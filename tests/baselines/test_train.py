@@ -19,7 +19,8 @@ from agentgym.baselines.policies.tiny import TinyPolicy
 from agentgym.baselines.policies.tokenizer import collect_env_text, train_tokenizer
 from agentgym.baselines.prompt import PromptFormat
 from agentgym.baselines.rollout import EnvPool, RolloutConfig, collect
-from agentgym.baselines.train import oracle_demos, policy_loss
+from agentgym.baselines.train import oracle_demos
+from agentgym.baselines.update import policy_loss
 
 SMALL = "agentgym/Search-Menu-Small-v0"
 
@@ -380,7 +381,7 @@ def _advantaged(trajs, policy):
 def test_several_updates_per_batch_move_the_ratio_until_the_clip_binds(setup):
     """With one optimiser step per batch the ratio is exactly 1 and the clip never acts; with
     PPO epochs and mini-batches the later steps see the moved policy and get clipped."""
-    from agentgym.baselines.train import update
+    from agentgym.baselines.update import update
 
     base, trajs = setup
     plan = compose("grpo")

@@ -1,0 +1,139 @@
+"""The lean forward computes what transformers' forward computes: tokens, log-probs, values,
+losses and gradients agree to 1e-5, with and without a group's shared prompt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+import agentgym.baselines.policies.hf_decode as hf_decode  # noqa: E402
+from agentgym.baselines.policies.hf import HFPolicy, LoraSettings  # noqa: E402
+from agentgym.baselines.policies.tokenizer import hf_tokenizer  # noqa: E402
+
+CORPUS = ["go north", "go south", "take key", "open door", "look around", "go"] * 20
+PROMPTS = ["go north", "take key and open door", "go north", "look", "take key and open door"]
+
+
+def _model_dir(out: Path, arch: str = "gpt2", **config) -> Path:
+    tok = hf_tokenizer(CORPUS, 320)
+    ids = {"pad_token_id": 0, "eos_token_id": 1, "bos_token_id": 2}
+    torch.manual_seed(0)
+    if arch == "llama":
+        cfg = LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            **ids,
+        )
+        model = LlamaForCausalLM(cfg)
+    else:
+        settings = {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128, **config}
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), **settings, **ids))
+    tok.save_pretrained(out)
+    model.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory) -> Path:
+    return _model_dir(tmp_path_factory.mktemp("gpt2"))
+
+
+def _prompts(policy: HFPolicy) -> list[list[int]]:
+    return [policy.tokenizer.encode(p) for p in PROMPTS]
+
+
+def test_the_lean_forward_serves_plain_gpt2_only(gpt2, tmp_path):
+    assert HFPolicy.from_pretrained(gpt2)._lean_forward() is not None
+    lora = HFPolicy.from_pretrained(gpt2, lora=LoraSettings(r=2))
+    assert lora._lean_forward() is None
+    llama = HFPolicy.from_pretrained(_model_dir(tmp_path / "llama", "llama"))
+    assert llama._lean_forward() is None
+    cross = HFPolicy.from_pretrained(_model_dir(tmp_path / "x", add_cross_attention=True))
+    assert cross._lean_forward() is None
+
+
+@pytest.mark.parametrize("greedy", [False, True])
+def test_generation_takes_the_same_tokens_with_the_same_logps(gpt2, greedy):
+    policy = HFPolicy.from_pretrained(gpt2)
+    prompts = _prompts(policy)
+    allowed = [None, None, [[5, 6], [7]], None, None]  # one constrained row
+    outs = {}
+    for lean in (True, False):
+        policy.lean = lean
+        outs[lean] = policy.generate(
+            prompts, max_new_tokens=9, greedy=greedy, gumbel_keys=[3, 1, 4, 1, 5], allowed=allowed
+        )
+    assert [o.ids for o in outs[True]] == [o.ids for o in outs[False]]
+    for a, b in zip(outs[True], outs[False], strict=True):
+        torch.testing.assert_close(torch.tensor(a.logps), torch.tensor(b.logps), atol=1e-5, rtol=0)
+        assert a.text == b.text
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_scoring_gives_the_same_logps_values_and_gradients(gpt2, monkeypatch, share):
+    monkeypatch.setattr(hf_decode, "SHARE_AT_LEAST", 0.0 if share else 2.0)
+    policy = HFPolicy.from_pretrained(gpt2)
+    prompts = [torch.tensor(p) for p in _prompts(policy)]
+    gen = torch.Generator().manual_seed(0)
+    vocab = policy.model.config.vocab_size
+    responses = [torch.randint(3, vocab, (n,), generator=gen) for n in (4, 1, 7, 3, 5)]
+    allowed = [None, [[5, 6, 7]], None, None, None]
+    weights = [torch.randn(len(r), generator=gen) for r in responses]
+    got = {}
+    for lean in (True, False):
+        policy.lean = lean
+        for p in policy.parameters():
+            p.grad = None
+        lps = policy.logprobs(
+            prompts, responses, grad=True, temperature=0.7, allowed_tokens=allowed
+        )
+        _, values = policy.logprobs_and_values(prompts, responses, grad=True)
+        loss = sum((w * lp).sum() for w, lp in zip(weights, lps, strict=True))
+        loss = loss + sum(v.sum() for v in values)
+        loss.backward()
+        grads = [p.grad.clone() for p in policy.parameters()]
+        got[lean] = (lps, values, float(loss.detach()), grads)
+    for i in range(2):
+        for a, b in zip(got[True][i], got[False][i], strict=True):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    assert got[True][2] == pytest.approx(got[False][2], abs=1e-5)
+    for a, b in zip(got[True][3], got[False][3], strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_the_shared_prompt_pass_equals_one_padded_pass(gpt2, monkeypatch):
+    policy = HFPolicy.from_pretrained(gpt2)
+    prompts = [torch.tensor(p) for p in _prompts(policy)]
+    responses = [torch.tensor([5, 6, 7, 1]), torch.tensor([9]), torch.tensor([4, 4, 1])] * 2
+    prompts = prompts[:3] * 2
+    out = {}
+    for share in (0.0, 2.0):
+        monkeypatch.setattr(hf_decode, "SHARE_AT_LEAST", share)
+        out[share] = policy.logprobs(prompts, responses)
+    for a, b in zip(out[0.0], out[2.0], strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("activation", ["gelu", "relu"])
+def test_other_activations_and_attention_scalings_agree(tmp_path, activation):
+    path = _model_dir(
+        tmp_path / "m", activation_function=activation, scale_attn_by_inverse_layer_idx=True
+    )
+    policy = HFPolicy.from_pretrained(path)
+    assert policy._lean_forward() is not None
+    prompts = [torch.tensor(p) for p in _prompts(policy)]
+    responses = [torch.tensor([5, 6, 7, 1])] * len(prompts)
+    policy.lean = False
+    plain = policy.logprobs(prompts, responses)
+    policy.lean = True
+    for a, b in zip(policy.logprobs(prompts, responses), plain, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
