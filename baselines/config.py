@@ -86,7 +86,7 @@ class RLConfig:
     """Optimiser steps per pass: the batch's rollouts split into this many mini-batches."""
     max_grad_norm: float = 1.0
     """Gradient clipping (the warm start clips the same)."""
-    micro_batch_tokens: int = 16384
+    micro_batch_tokens: int = 8192
     """Most padded tokens (prompt + response) per forward and backward pass of the update: a
     mini-batch above it is back-propagated in pieces whose gradients add up to the same
     (bounds memory, same result; 0: the whole mini-batch in one pass)."""

@@ -34,7 +34,7 @@ from agentgym.baselines.policies.agent import (
 )
 from agentgym.baselines.prompt import History
 from agentgym.baselines.rollout import EnvPool, RolloutConfig
-from agentgym.baselines.update import update
+from agentgym.baselines.update import adamw, update
 from agentgym.core.errors import BadInput
 from agentgym.harness.plot import agg_figure
 from agentgym.registry import make
@@ -206,7 +206,7 @@ def sft(policy: Any, demos: list[Demo], cfg: TrainConfig) -> float:
 
     Returns the last batch's mean NLL per token.
     """
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.sft.lr, weight_decay=0.0)
+    optimizer = adamw(policy.parameters(), lr=cfg.sft.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_cosine(cfg.sft.steps))
     rng = np.random.default_rng(cfg.seed)
     nll = float("nan")
@@ -310,9 +310,7 @@ def train(cfg: TrainConfig, out: Path) -> Path:
         run.record({"phase": "sft", "step": 0, "sft_nll": nll})
     # the frozen reference: the warm start, kept for the loss's KL and for variants that read it
     ref = copy.deepcopy(policy) if cfg.rl.kl_coef > 0 or plan.needs_reference else None
-    optimizer = torch.optim.AdamW(
-        policy.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay
-    )
+    optimizer = adamw(policy.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
     rng = np.random.default_rng(cfg.seed)
     step = generated = 0
     with _rl_progress(cfg) as progress:

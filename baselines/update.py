@@ -48,41 +48,58 @@ def policy_backward(
     The gradients equal ``policy_loss(...)[0].backward()``'s (to float rounding) whatever the
     micro-batch size; each micro-batch holds at most ``cfg.rl.micro_batch_tokens`` padded
     tokens (a turn longer than that is a micro-batch of its own; 0: one pass).
+
+    Without a KL term, a turn whose advantages are all zero adds nothing to the loss or its
+    gradient (the clipped surrogate of ``A = 0`` is 0 at every ratio), so it is not scored:
+    in sparse-reward training every group whose rollouts all failed is skipped. The ratio
+    statistics are then over the scored tokens (``tokens`` still counts all of them); when
+    no turn is left, one is scored so that the same parameters receive their zero gradient.
     """
     keys = list(batch.advantages or {})
     if not keys:
         return 0.0, {"tokens": 0}
     weights = _token_weights(batch, keys, plan, cfg)
+    scored = [k for k in keys if _contributes(batch, k, weights[k], ref, cfg)] or keys[:1]
     total, parts = 0.0, []
-    for chunk in micro_batches(batch, keys, cfg.rl.micro_batch_tokens):
+    for chunk in micro_batches(batch, scored, cfg.rl.micro_batch_tokens):
         loss, part = _chunk_loss(batch, chunk, weights, policy, ref, cfg)
         if loss.requires_grad:  # a chunk of empty responses has nothing to differentiate
             loss.backward()
         total += float(loss.detach())
         parts.append(part)
-    return total, _metrics(parts, cfg)
+    metrics = _metrics(parts, cfg)
+    metrics["tokens"] = float(batch.token_index(keys)[0].sum())
+    return total, metrics
+
+
+def _contributes(batch: Batch, key: Key, weights: torch.Tensor, ref: Any, cfg: TrainConfig) -> bool:
+    """Whether ``key``'s tokens can move the loss: a KL term, or a weighted nonzero advantage."""
+    if ref is not None and cfg.rl.kl_coef > 0:
+        return True
+    adv = (batch.advantages or {})[key]
+    return bool(((adv != 0) & (weights.to(adv.device) != 0)).any())
 
 
 def micro_batches(batch: Batch, keys: list[Key], limit: int) -> list[list[Key]]:
-    """``keys`` cut, in order, into runs whose rows hold at most ``limit`` padded tokens.
+    """``keys`` cut into runs whose rows hold at most ``limit`` padded tokens.
 
     A run's cost is its rows times its longest row (prompt + response), as the padded
     scoring batch lays it out. A per-step turn is a row of its own; a concat rollout's turns
-    are one row (its last turn's prompt and response), so they stay together. A row longer
-    than ``limit`` is a run of its own. ``limit`` <= 0: one run.
+    are one row (its last turn's prompt and response), so they stay together. Rows are taken
+    from the shortest up, so rows of like length share a run and little is padding; a row
+    longer than ``limit`` is a run of its own. ``limit`` <= 0: one run, in ``keys``' order.
     """
     if limit <= 0:
         return [keys]
     runs: list[list[Key]] = []
     current: list[Key] = []
-    rows = longest = 0
-    for unit in _rows(batch, keys):
-        width = max(longest, unit.length)
-        if current and (rows + 1) * width > limit:
+    rows = 0
+    for row in sorted(_rows(batch, keys), key=lambda r: r.length):
+        if current and (rows + 1) * row.length > limit:
             runs.append(current)
-            current, rows, width = [], 0, unit.length
-        current.extend(unit.keys)
-        rows, longest = rows + 1, width
+            current, rows = [], 0
+        current.extend(row.keys)
+        rows += 1
     runs.append(current)
     return runs
 
@@ -111,8 +128,10 @@ def _rows(batch: Batch, keys: list[Key]) -> list[_Row]:
     return rows
 
 
-def _token_weights(batch: Batch, keys: list[Key], plan: Any, cfg: TrainConfig) -> torch.Tensor:
-    """``w_t`` with ``aggregate(ℓ) = Σ_t w_t ℓ_t`` over the tokens of ``keys`` (module doc)."""
+def _token_weights(
+    batch: Batch, keys: list[Key], plan: Any, cfg: TrainConfig
+) -> dict[Key, torch.Tensor]:
+    """Per key, ``w_t`` with ``aggregate(ℓ) = Σ_t w_t ℓ_t`` over ``keys``' tokens (module doc)."""
     mask, seq_ids, turn_ids = batch.token_index(keys)
     probe = torch.zeros(mask.shape, requires_grad=True)
     agg = aggregate(
@@ -123,24 +142,25 @@ def _token_weights(batch: Batch, keys: list[Key], plan: Any, cfg: TrainConfig) -
         turn_ids=turn_ids,
         constant=cfg.rl.constant_norm,
     )
-    if not agg.requires_grad:  # no token masked in: nothing to weigh
-        return torch.zeros(mask.shape)
-    (weights,) = torch.autograd.grad(agg, probe)
-    return weights
+    if agg.requires_grad:
+        (flat,) = torch.autograd.grad(agg, probe)
+    else:  # no token masked in: nothing to weigh
+        flat = torch.zeros(mask.shape)
+    sizes = [len(batch.turn(k).mask()) for k in keys]
+    return dict(zip(keys, flat.split(sizes), strict=True))
 
 
 def _chunk_loss(
     batch: Batch,
     keys: list[Key],
-    weights: torch.Tensor,
+    weights: dict[Key, torch.Tensor],
     policy: Any,
     ref: Any,
     cfg: TrainConfig,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The weighted loss of ``keys``' tokens, and sums for the metrics."""
-    start = _offset(batch, keys[0])
     logp = torch.cat(turn_logprobs(policy, batch, keys, grad=True))
-    w = weights[start : start + len(logp)].to(logp.device)
+    w = torch.cat([weights[k] for k in keys]).to(logp.device)
     logp_old = torch.cat([_behaviour_logp(batch.turn(k)) for k in keys]).to(logp.device)
     adv = batch.flat(batch.advantages or {}, keys).to(logp.device)
     mask = batch.token_index(keys)[0].to(logp.device).bool()
@@ -154,12 +174,6 @@ def _chunk_loss(
         loss = loss + cfg.rl.kl_coef * kl
         parts["kl"] = float(kl.detach())
     return loss, parts
-
-
-def _offset(batch: Batch, first: Key) -> int:
-    """Where ``first``'s tokens start in the flat token order of the mini-batch's keys."""
-    keys = list(batch.advantages or {})
-    return sum(len(batch.turn(k).mask()) for k in keys[: keys.index(first)])
 
 
 def _ratio_sums(
@@ -211,6 +225,19 @@ def _behaviour_logp(turn: Turn) -> torch.Tensor:
     if turn.logp_old is None:
         raise ValueError("a turn reached the policy loss without its behaviour log-probs")
     return turn.logp_old
+
+
+def adamw(params: Any, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    """``torch.optim.AdamW``, its fused kernel where torch has one for these parameters.
+
+    The fused step is the same update in one kernel per dtype and device (a third of the
+    time of the per-tensor loop on a small model); without it, the per-tensor loop.
+    """
+    params = list(params)
+    try:
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=True)
+    except (RuntimeError, TypeError):  # a device or dtype the fused kernel does not cover
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
 
 
 def update(

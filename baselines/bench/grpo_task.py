@@ -8,10 +8,19 @@ task text and a randomly initialised GPT-2, built offline on the spot.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
+import os
+import resource
 import statistics
+import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, cast
 
 WORDS = (
     "apple",
@@ -165,6 +174,10 @@ class RunResult:
     mean_reward: float
     threads: int = 0
     """``torch.get_num_threads()`` at the end of the run."""
+    peak_mib: float = 0.0
+    """Peak resident memory above the run's start, MiB (:class:`PeakMemory`)."""
+    cpu_seconds: float = 0.0
+    """This process's CPU time over the timed steps."""
 
     @property
     def tokens_per_s(self) -> float:
@@ -183,3 +196,120 @@ def set_threads(settings: Settings) -> None:
 def mean(xs: list[float]) -> float:
     """The mean of ``xs``; 0.0 for none."""
     return float(statistics.fmean(xs)) if xs else 0.0
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def _mallinfo2() -> Callable[[], _MallInfo2] | None:
+    """Glibc's ``mallinfo2`` (2.33 and later), or None elsewhere."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        fn = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _MallInfo2
+    return cast(Callable[[], _MallInfo2], fn)
+
+
+_MALLINFO2 = _mallinfo2()
+
+
+def heap_mib() -> float | None:
+    """Bytes the process's allocator holds for live allocations now, MiB (glibc only).
+
+    ``uordblks`` (in-use heap chunks) plus ``hblkhd`` (large blocks, mmapped one by one):
+    torch's CPU tensors are allocated through it, and a freed tensor leaves it at once,
+    unlike the resident set, which keeps pages the allocator has not returned.
+    """
+    if _MALLINFO2 is None:
+        return None
+    info = _MALLINFO2()
+    return (info.uordblks + info.hblkhd) / 2**20
+
+
+def rss_mib() -> float | None:
+    """This process's resident memory now, MiB (None where ``/proc`` is missing)."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def max_rss_mib() -> float:
+    """Peak resident memory of this process so far, MiB."""
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb / 1024 if sys.platform != "darwin" else kb / 2**20
+
+
+class PeakMemory:
+    """Peak memory in use above the start of a ``with`` block, sampled by a thread.
+
+    Every ``interval`` seconds a daemon thread reads the live heap (:func:`heap_mib`, glibc)
+    or, without glibc, the resident set (:func:`rss_mib`); :attr:`mib` is the highest reading
+    minus the one at entry (garbage collected first), and :attr:`source` names the reading.
+    With neither, the growth of the process's lifetime peak (``ru_maxrss``) stands in.
+    """
+
+    def __init__(self, interval: float = 0.002):
+        """Sample every ``interval`` seconds."""
+        self.interval = interval
+        self.mib = 0.0
+        self._stop = threading.Event()
+        self._start = self._peak = 0.0
+        self._thread: threading.Thread | None = None
+        self._lifetime = 0.0
+        self._read: Callable[[], float | None] = rss_mib
+        self.source = "ru_maxrss"
+
+    def __enter__(self) -> PeakMemory:
+        """Take the starting reading and start sampling."""
+        gc.collect()
+        self._read = heap_mib if heap_mib() is not None else rss_mib
+        self.source = "heap" if self._read is heap_mib else "rss"
+        now = self._read()
+        self._lifetime = max_rss_mib()
+        if now is not None:
+            self._start = self._peak = now
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            now = self._read()
+            if now is not None and now > self._peak:
+                self._peak = now
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        """Stop sampling and set :attr:`mib`."""
+        if self._thread is None:
+            self.source = "ru_maxrss"
+            self.mib = max(0.0, max_rss_mib() - self._lifetime)
+            return
+        self._stop.set()
+        self._thread.join()
+        self._peak = max(self._peak, self._read() or 0.0)
+        self.mib = self._peak - self._start

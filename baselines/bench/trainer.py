@@ -65,9 +65,7 @@ import contextlib
 import io
 import logging
 import os
-import resource
 import statistics
-import sys
 import tempfile
 import time
 import warnings
@@ -77,19 +75,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.table import Table
 
 from agentgym.baselines.bench.grpo_task import (
     GOAL,
     QUICK,
+    PeakMemory,
     RunResult,
     Settings,
     build_model_dir,
+    max_rss_mib,
     mean,
     reward,
     set_threads,
     task_rows,
 )
+from agentgym.baselines.bench.trainer_report import print_tables, row
+from agentgym.baselines.bench.trainer_report import shares as phase_shares
 from agentgym.core.errors import BadInput
 
 if TYPE_CHECKING:
@@ -102,6 +103,17 @@ if TYPE_CHECKING:
     from agentgym.baselines.policies.hf import HFPolicy
 
 INSTALL_HINT = "bench trainer needs TRL: pip install 'agentgym[bench]'"
+FAIRNESS = {
+    "trl": {
+        "beta": 0.0,
+        "num_iterations": 1,
+        "bf16": False,
+        "gradient_checkpointing": False,
+        "disable_dropout": True,
+    },
+    "ours": {"kl_coef": 0.0, "epochs": 1, "minibatches": 1, "lean_forward": True},
+}
+"""What both sides are pinned to (module docstring); the JSON doc carries it."""
 
 
 def run_ours(model_dir: Path, settings: Settings, run: int) -> RunResult:
@@ -110,30 +122,31 @@ def run_ours(model_dir: Path, settings: Settings, run: int) -> RunResult:
 
     from agentgym.baselines.credit import compose
     from agentgym.baselines.policies.hf import HFPolicy
+    from agentgym.baselines.update import adamw
 
     set_threads(settings)
     torch.manual_seed(settings.seed + run)
     policy = HFPolicy.from_pretrained(model_dir, value_head=False)
     cfg = _our_config(model_dir, settings)
     plan = compose(cfg.credit, cfg)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.lr, weight_decay=0.0)
+    optimizer = adamw(policy.parameters(), lr=settings.lr, weight_decay=0.0)
     total = settings.warmup + settings.steps
     rows = task_rows(settings.prompts * total)
     encoded = [policy.tokenizer.encode(r["prompt"]) for r in rows]
     phases = dict.fromkeys(("generate", "reward+advantages", "forward+backward", "optimizer"), 0.0)
-    tokens, start = 0, 0.0
+    tokens, start, cpu_start = 0, 0.0, 0.0
     rewards: list[float] = []
     for step in range(total):
         # the clock starts after the warm-up steps
         if step == settings.warmup:
             tokens, rewards, phases = 0, [], dict.fromkeys(phases, 0.0)
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
         outs, batch, spent = _our_step(policy, plan, cfg, optimizer, settings, rows, encoded, step)
         for name, seconds in zip(phases, spent, strict=True):
             phases[name] += seconds
         tokens += sum(len(o.ids) for o in outs)
         rewards.extend(t.outcome for t in batch.trajectories)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     return RunResult(
         "ours",
         run,
@@ -143,6 +156,7 @@ def run_ours(model_dir: Path, settings: Settings, run: int) -> RunResult:
         phases,
         mean(rewards),
         torch.get_num_threads(),
+        cpu_seconds=cpu,
     )
 
 
@@ -158,7 +172,9 @@ def _our_config(model_dir: Path, settings: Settings) -> TrainConfig:
         lr=settings.lr,
         weight_decay=0.0,
         clip=settings.clip,
-        kl_coef=0.0,
+        kl_coef=FAIRNESS["ours"]["kl_coef"],
+        epochs=FAIRNESS["ours"]["epochs"],
+        minibatches=FAIRNESS["ours"]["minibatches"],
         max_grad_norm=settings.max_grad_norm,
         temperature=settings.temperature,
         max_new_tokens=settings.max_new_tokens,
@@ -264,7 +280,7 @@ def run_trl(model_dir: Path, settings: Settings, run: int, work: Path) -> RunRes
     total = settings.warmup + settings.steps
     counted: list[int] = []  # completion tokens per reward call
     rewards: list[float] = []
-    clock: list[tuple[float, int, int]] = []  # (time, tokens so far, reward count) at step ends
+    clock: list[tuple[float, float, int, int]] = []  # (wall, cpu, tokens, rewards) at step ends
     args = _trl_args(settings, run, work, total)
     torch.manual_seed(settings.seed + run)
     model = AutoModelForCausalLM.from_pretrained(
@@ -287,7 +303,8 @@ def run_trl(model_dir: Path, settings: Settings, run: int, work: Path) -> RunRes
     trainer.train()
     if len(clock) != total or len(gen_time) != total:
         raise RuntimeError(f"TRL ran {len(clock)} steps ({len(gen_time)} generations), not {total}")
-    (t_start, tok_start, r_start), (t_end, tok_end, _) = clock[settings.warmup - 1], clock[-1]
+    (t_start, c_start, tok_start, r_start) = clock[settings.warmup - 1]
+    (t_end, c_end, tok_end, _) = clock[-1]
     seconds = t_end - t_start
     gen = sum(gen_time[settings.warmup :])
     phases = {"generate": gen, "other": seconds - gen}
@@ -300,6 +317,7 @@ def run_trl(model_dir: Path, settings: Settings, run: int, work: Path) -> RunRes
         phases,
         mean(rewards[r_start:]),
         torch.get_num_threads(),
+        cpu_seconds=c_end - c_start,
     )
 
 
@@ -314,8 +332,8 @@ def _trl_args(settings: Settings, run: int, work: Path, total: int) -> Any:
         num_generations=settings.completions,
         max_completion_length=settings.max_new_tokens,
         temperature=settings.temperature,
-        num_iterations=1,
-        beta=0.0,
+        num_iterations=FAIRNESS["trl"]["num_iterations"],
+        beta=FAIRNESS["trl"]["beta"],
         epsilon=settings.clip,
         loss_type="grpo",
         scale_rewards="group",
@@ -330,11 +348,11 @@ def _trl_args(settings: Settings, run: int, work: Path, total: int) -> Any:
         save_strategy="no",
         report_to=[],
         use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
+        bf16=FAIRNESS["trl"]["bf16"],
+        gradient_checkpointing=FAIRNESS["trl"]["gradient_checkpointing"],
         dataloader_num_workers=0,
         disable_tqdm=True,
-        disable_dropout=True,
+        disable_dropout=FAIRNESS["trl"]["disable_dropout"],
         shuffle_dataset=False,
         seed=settings.seed + run,
     )
@@ -357,14 +375,15 @@ def _trl_reward(counted: list[int], rewards: list[float]) -> Callable[..., list[
 
 
 def _step_clock(
-    clock: list[tuple[float, int, int]], counted: list[int], rewards: list[float]
+    clock: list[tuple[float, float, int, int]], counted: list[int], rewards: list[float]
 ) -> Any:
-    """A TRL callback appending ``(time, tokens so far, reward count)`` to ``clock`` per step."""
+    """A TRL callback appending ``(wall, CPU, tokens so far, reward count)`` per step."""
     from transformers import TrainerCallback
 
     class StepClock(TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            clock.append((time.perf_counter(), sum(counted), len(rewards)))
+            now = (time.perf_counter(), time.process_time())
+            clock.append((*now, sum(counted), len(rewards)))
 
     return StepClock()
 
@@ -434,12 +453,6 @@ def _require_trl() -> None:
         raise BadInput(INSTALL_HINT) from e
 
 
-def peak_rss_mib() -> float:
-    """Peak resident memory of this process so far, in MiB."""
-    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return kb / 1024 if sys.platform != "darwin" else kb / 2**20
-
-
 def measure(settings: Settings) -> list[RunResult]:
     """All runs, alternating sides (ours first in even alternations, TRL first in odd)."""
     import torch
@@ -458,10 +471,13 @@ def measure(settings: Settings) -> list[RunResult]:
         for run in range(settings.alternations):
             order = ("ours", "trl") if run % 2 == 0 else ("trl", "ours")
             for side in order:
-                if side == "ours":
-                    results.append(run_ours(model_dir, settings, run))
-                else:
-                    results.append(run_trl(model_dir, settings, run, work))
+                with PeakMemory() as memory:
+                    if side == "ours":
+                        result = run_ours(model_dir, settings, run)
+                    else:
+                        result = run_trl(model_dir, settings, run, work)
+                result.peak_mib = memory.mib
+                results.append(result)
     return results
 
 
@@ -477,85 +493,38 @@ def run(console: Console, quick: bool = False, settings: Settings | None = None)
     if settings.threads <= 0:
         settings = replace(settings, threads=torch.get_num_threads())
     results = measure(settings)
-    rows: list[dict[str, Any]] = []
-    for r in results:
-        rows.append(
-            {
-                "side": r.side,
-                "run": r.run,
-                "steps": r.steps,
-                "completion_tokens": r.tokens,
-                "seconds": round(r.seconds, 4),
-                "tokens_per_s": round(r.tokens_per_s, 1),
-                "steps_per_s": round(r.steps / r.seconds, 3) if r.seconds > 0 else 0.0,
-                "mean_reward": round(r.mean_reward, 4),
-                "threads": r.threads,
-                "phase_s": {k: round(v, 4) for k, v in r.phases.items()},
-            }
-        )
-    medians = {
-        side: statistics.median(r.tokens_per_s for r in results if r.side == side)
-        for side in ("ours", "trl")
-    }
+    sides = ("ours", "trl")
+
+    def median(side: str, value: Callable[[RunResult], float]) -> float:
+        return float(statistics.median(value(r) for r in results if r.side == side))
+
+    def share_of(side: str) -> dict[str, float]:
+        return phase_shares([r for r in results if r.side == side])
+
+    medians = {side: median(side, lambda r: r.tokens_per_s) for side in sides}
+    per_cpu = {side: median(side, lambda r: r.tokens / max(r.cpu_seconds, 1e-9)) for side in sides}
+    memory = {side: median(side, lambda r: r.peak_mib) for side in sides}
     ratio = medians["ours"] / medians["trl"]  # every completion has a token: both > 0
-    ratios = {"ours/trl tokens_per_s": round(ratio, 2)}
-    shares = {side: _shares([r for r in results if r.side == side]) for side in ("ours", "trl")}
+    shares = {side: share_of(side) for side in sides}
     doc: dict[str, Any] = {
         "part": "trainer",
-        "rows": rows,
-        "ratios": ratios,
+        "rows": [row(r) for r in results],
+        "ratios": {
+            "ours/trl tokens_per_s": round(ratio, 2),
+            "ours/trl tokens_per_cpu_s": round(per_cpu["ours"] / per_cpu["trl"], 2),
+            "ours/trl peak_mib": round(memory["ours"] / max(memory["trl"], 1e-9), 2),
+        },
         "medians_tokens_per_s": {k: round(v, 1) for k, v in medians.items()},
+        "medians_tokens_per_cpu_s": {k: round(v, 1) for k, v in per_cpu.items()},
+        "medians_peak_mib": {k: round(v, 1) for k, v in memory.items()},
         "phase_shares": shares,
         "goal": {"ours/trl tokens_per_s": GOAL, "met": ratio >= GOAL},
         "settings": asdict(settings),
+        "fairness": FAIRNESS,
         "versions": {"torch": torch.__version__, "trl": trl.__version__},
         "counting": "completion tokens up to and including EOS; ours: len(GenOut.ids); TRL: "
         "lengths of the completion_ids its reward function receives",
-        "peak_rss_mib": round(peak_rss_mib(), 1),
+        "peak_rss_mib": round(max_rss_mib(), 1),
     }
-    _print(console, doc)
+    print_tables(console, doc)
     return doc
-
-
-def _shares(results: list[RunResult]) -> dict[str, float]:
-    """Share of the timed seconds spent in each phase, summed over runs."""
-    total = sum(r.seconds for r in results)
-    names = list(results[0].phases) if results else []
-    return {n: round(sum(r.phases[n] for r in results) / total, 3) for n in names if total > 0}
-
-
-def _print(console: Console, doc: dict[str, Any]) -> None:
-    s = doc["settings"]
-    title = (
-        f"trainer: {s['prompts']} prompts × {s['completions']} completions × ≤"
-        f"{s['max_new_tokens']} tokens per step, {s['steps']} timed steps per run after "
-        f"{s['warmup']} warm-up, GPT-2 {s['n_layer']}×{s['n_embd']}, {s['threads']} thread(s)"
-    )
-    table = Table(
-        "side", "run", "tokens", "seconds", "tokens/s", "steps/s", "generate", title=title
-    )
-    for r in doc["rows"]:
-        gen = r["phase_s"]["generate"] / r["seconds"] if r["seconds"] > 0 else 0.0
-        table.add_row(
-            r["side"],
-            str(r["run"]),
-            f"{r['completion_tokens']:,}",
-            f"{r['seconds']:.2f}",
-            f"{r['tokens_per_s']:,.0f}",
-            f"{r['steps_per_s']:.2f}",
-            f"{gen:.0%}",
-        )
-    for side, median in doc["medians_tokens_per_s"].items():
-        gen = doc["phase_shares"][side].get("generate", 0.0)
-        table.add_row(side, "median", "", "", f"{median:,.0f}", "", f"{gen:.0%}")
-    ratio = doc["ratios"]["ours/trl tokens_per_s"]
-    table.add_row("ours/TRL", "", "", "", f"{ratio:.2f}x", "", f"goal ≥ {GOAL:g}x")
-    console.print(table)
-    phases = Table("side", "phase", "share of timed seconds", title="where the time goes")
-    for side, shares in doc["phase_shares"].items():
-        for name, share in shares.items():
-            phases.add_row(side, name, f"{share:.1%}")
-    console.print(phases)
-    console.print(
-        f"tokens: {doc['counting']}; peak RSS of this process: {doc['peak_rss_mib']:,.0f} MiB"
-    )

@@ -46,7 +46,12 @@ from agentgym.baselines.policies.constrained import (
     masked_logprobs,
     position_temperatures,
 )
-from agentgym.baselines.policies.hf_batch import as_ids, flat_allowed, scoring_batch
+from agentgym.baselines.policies.hf_batch import (
+    as_ids,
+    flat_allowed,
+    response_targets,
+    scoring_batch,
+)
 from agentgym.baselines.policies.hf_checkpoint import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_DIR,
@@ -519,16 +524,16 @@ class HFPolicy:
             empty = [torch.zeros(len(r), device=dev) for r in r_rows]
             return empty, [e.clone() for e in empty]
 
-        ids, mask, pos, targets = scoring_batch(p_rows, r_rows, self.tokenizer.pad_id, dev)
-
         ctx: AbstractContextManager[Any] = nullcontext() if grad else torch.no_grad()
         hidden: torch.Tensor | None
+        pad, lean = self.tokenizer.pad_id, self._lean_forward()
         with ctx:
-            lean = self._lean_forward()
             if lean is not None:
-                hidden = lean_response_states(lean, p_rows, r_rows, self.tokenizer.pad_id, dev)
+                targets = response_targets(r_rows, dev)
+                hidden = lean_response_states(lean, p_rows, r_rows, pad, dev)
                 logits = lean.logits(hidden)
             else:
+                ids, mask, pos, targets = scoring_batch(p_rows, r_rows, pad, dev)
                 logits, hidden, _ = self._forward(
                     ids, mask, pos, keep=width_r, want_hidden=want_values
                 )

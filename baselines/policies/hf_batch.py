@@ -17,7 +17,7 @@ import torch
 
 from agentgym.baselines.policies.constrained import AllowedTokens
 
-__all__ = ["as_ids", "flat_allowed", "left_padded", "scoring_batch"]
+__all__ = ["as_ids", "flat_allowed", "left_padded", "response_targets", "scoring_batch"]
 
 
 def as_ids(x: Sequence[int] | torch.Tensor) -> list[int]:
@@ -88,6 +88,15 @@ def scoring_batch(
         targets[i, : len(r)] = torch.tensor(r, dtype=torch.long)
     ids, mask, targets = ids.to(device), mask.to(device), targets.to(device)
     return ids, mask, _positions(mask), targets
+
+
+def response_targets(r_rows: list[list[int]], device: torch.device) -> torch.Tensor:
+    """The responses right-padded with 0 into ``[n, width_r]``: what scoring predicts."""
+    width_r = max((len(r) for r in r_rows), default=0)
+    targets = torch.zeros((len(r_rows), width_r), dtype=torch.long)
+    for i, r in enumerate(r_rows):
+        targets[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+    return targets.to(device)
 
 
 def flat_allowed(

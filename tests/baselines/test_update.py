@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import itertools
 
 import pytest
 import torch
@@ -66,20 +65,62 @@ def test_micro_batches_give_the_whole_batch_gradient_loss_and_metrics(policy, ba
         assert metrics[name] == pytest.approx(whole[name], rel=1e-5, abs=1e-7)
 
 
-def test_micro_batches_keep_order_bound_the_padding_and_keep_a_concat_rollout_whole(batch):
+def test_micro_batches_cover_the_keys_bound_the_padding_and_keep_a_concat_rollout_whole(batch):
     keys = list(batch.advantages)
     runs = micro_batches(batch, keys, 150)
-    assert [k for run in runs for k in run] == keys
+    assert sorted(k for run in runs for k in run) == sorted(keys)
     concat = batch.trajectories[0].prompt.layout == "concat"
     for run in runs:
-        rows = {}
-        for i, k in run:
+        rows: dict = {}
+        for i, k in run:  # a concat rollout is one row, as long as its last turn's sequence
             turn = batch.turn((i, k))
-            rows[(i, k if not concat else 0)] = len(turn.prompt_ids) + len(turn.response_ids)
-        longest = max(rows.values())
-        assert len(run) == 1 or len(rows) * longest <= 150 or (concat and len(rows) == 1)
-    trajectories = [{i for i, _ in run} for run in runs]
+            rows[(i, 0 if concat else k)] = len(turn.prompt_ids) + len(turn.response_ids)
+        assert len(rows) == 1 or len(rows) * max(rows.values()) <= 150
     if concat:  # no rollout is split across runs
-        for a, b in itertools.pairwise(trajectories):
-            assert not a & b
+        owners = [{i for i, _ in run} for run in runs]
+        assert sum(len(o) for o in owners) == len(set().union(*owners))
     assert micro_batches(batch, keys, 0) == [keys]
+
+
+class _Counting:
+    """The policy, counting the rows each scoring call takes."""
+
+    def __init__(self, policy):
+        self.policy, self.rows = policy, 0
+
+    def __getattr__(self, name):
+        return getattr(self.policy, name)
+
+    def logprobs(self, prompts, responses, **kwargs):
+        self.rows += len(prompts)
+        return self.policy.logprobs(prompts, responses, **kwargs)
+
+
+def test_turns_without_advantage_are_not_scored_and_the_gradient_is_unchanged(policy, batch):
+    policy = copy.deepcopy(policy)
+    cfg = TrainConfig.from_options(aggregation="seq-mean-token-mean")
+    plan = compose("grpo", cfg)
+    zeroed = Batch(trajectories=batch.trajectories)
+    zeroed.advantages = {
+        k: torch.zeros_like(a) if k[0] % 2 == 0 else a for k, a in batch.advantages.items()
+    }
+    loss, _ = policy_loss(zeroed, policy, None, plan, cfg)
+    policy.zero_grad()
+    loss.backward()
+    expected = _grads(policy)
+    policy.zero_grad()
+    counting = _Counting(policy)
+    _, metrics = policy_backward(zeroed, counting, None, plan, cfg)
+    for got, want in zip(_grads(policy), expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    full = _Counting(policy)
+    policy_loss(zeroed, full, None, plan, cfg)
+    assert 0 < counting.rows < full.rows
+    assert metrics["tokens"] == float(zeroed.token_index()[0].sum())
+
+    none = Batch(trajectories=batch.trajectories)
+    none.advantages = {k: torch.zeros_like(a) for k, a in batch.advantages.items()}
+    policy.zero_grad()
+    assert policy_backward(none, policy, None, plan, cfg)[0] == 0.0
+    grads = [p.grad for n, p in policy.named_parameters() if not n.startswith("value")]
+    assert all(g is not None and not g.any() for g in grads)  # Adam still takes its step
