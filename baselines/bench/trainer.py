@@ -22,9 +22,9 @@ the same ``torch.set_num_threads`` for both.
 
 * Ours: :class:`~agentgym.baselines.policies.hf.HFPolicy` (``generate``: KV-cached sampling
   that returns behaviour log-probs), the credit plan ``compose("grpo")``, and the trainer's
-  own :func:`~agentgym.baselines.train.policy_loss` (``logprobs(grad=True)``,
-  :func:`~agentgym.baselines.losses.clipped_surrogate`, ``aggregate``), then
-  ``clip_grad_norm_`` and ``torch.optim.AdamW``.
+  own :func:`~agentgym.baselines.update.policy_backward` (``logprobs(grad=True)``,
+  :func:`~agentgym.baselines.losses.clipped_surrogate`, the aggregation's token weights),
+  then ``clip_grad_norm_`` and the trainer's AdamW (:func:`~agentgym.baselines.update.adamw`).
 * TRL: ``GRPOTrainer`` with ``num_generations=completions``,
   ``per_device_train_batch_size = prompts × completions``, ``gradient_accumulation_steps=1``
   (one generation batch = one optimiser step), ``num_iterations=1``, ``beta=0``,
@@ -43,20 +43,19 @@ counts: data loading, its bookkeeping, its logging hooks). Model loading and tra
 construction are outside the clock. Runs alternate (ours, TRL, then TRL, ours...) so host
 noise hits both alike, and medians over runs are reported.
 
-Where the time goes (measured on 2 shared CPU cores, one thread, default settings): our step
-is about half generation and half update (forward + backward of the scoring pass), with
-rewards, advantages and AdamW near 1% each; TRL splits the same way (~46% generation). Both
-sides spend ~85% of generation inside the same ``transformers`` forward call, of which only
-~40% is arithmetic (matmuls, attention, GELU) and the rest module and mask/cache overhead of
-a 2-layer model. ``HFPolicy.generate``'s own per-token work (log-softmax, Gumbel noise,
-``.tolist()`` and the loop over rows, the mask ``torch.cat``) is under 10% of it: a variant
-that keeps tokens on the device, preallocates the mask (2-D or additive 4-D) and syncs once
-at the end measured the same (0.24-0.26 s against 0.25 s per 64 × 32-token batch). The
-scoring pass costs ~0.12 s forward + ~0.19 s backward per step. So the ratio stays near
-1.2×: reaching 2× needs less work per token, not less bookkeeping (a lean decode path that
-bypasses the per-module overhead, or a compiled decode step with a static cache; sharing each
-group's prompt prefix in the scoring pass; or keeping the decode's graph for the loss so the
-scoring forward disappears). The tables printed by :func:`run` show the split of each run.
+Where the time goes (2 shared CPU cores, one thread, default settings, about 0.11 s per step
+of 64 completions against TRL's 0.21 s). Ours decodes and scores through the lean forward
+(:mod:`~agentgym.baselines.policies.hf_lean`: the same GPT-2 function as plain tensor ops
+on the model's parameters, a preallocated KV cache, one mask per batch, each group's prompt
+run once) and keeps the sampler's log-probs as the old ones (one epoch: no scoring pass
+without gradient). Its step splits into decoding ~42% (31 decode steps of ~1.1 ms: the four
+projections per layer ~0.35 ms, close to one core's float32 matmul peak; attention ~0.2 ms;
+GELU ~0.1 ms; sampling ~0.15 ms), the scoring forward ~20% and backward ~30% (~5 GFLOP per
+step at ~100-140 GFLOP/s: compute-bound), rewards and advantages ~2%, fused AdamW ~1%.
+TRL spends ~45% in ``generate`` and the rest in its scoring forward/backward and its
+bookkeeping. With both sides near the arithmetic of the same model, the ratio lands at
+1.8-2.0x depending on host load; what is left would need less arithmetic (lower precision,
+which the fairness pins rule out) rather than less overhead.
 """
 
 from __future__ import annotations

@@ -22,17 +22,10 @@ import torch
 
 from agentgym.baselines.policies.hf_batch import left_padded, scoring_batch
 from agentgym.baselines.policies.hf_lean import LeanForward, after_past_mask, attend_mask
+from agentgym.baselines.policies.sampling import distinct
 
 Forward = Callable[..., tuple[torch.Tensor, Any, Any]]
 """``HFPolicy._forward``: ``(ids, mask, pos, keep=, cache=, use_cache=) -> (logits, _, cache)``."""
-
-
-def distinct(rows: list[list[int]]) -> tuple[list[list[int]], torch.Tensor]:
-    """The distinct rows in first-seen order, and each row's index among them."""
-    seen: dict[tuple[int, ...], int] = {}
-    index = [seen.setdefault(tuple(r), len(seen)) for r in rows]
-    unique = [list(r) for r in seen]
-    return unique, torch.tensor(index, dtype=torch.long)
 
 
 class PlainDecoder:

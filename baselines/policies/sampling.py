@@ -110,6 +110,14 @@ def choose(
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
 
 
+def distinct(rows: list[list[int]]) -> tuple[list[list[int]], torch.Tensor]:
+    """The distinct rows in first-seen order, and each row's index among them."""
+    seen: dict[tuple[int, ...], int] = {}
+    index = [seen.setdefault(tuple(r), len(seen)) for r in rows]
+    unique = [list(r) for r in seen]
+    return unique, torch.tensor(index, dtype=torch.long)
+
+
 class Responses:
     """The responses of one batch while they are decoded, row by row.
 

@@ -31,7 +31,7 @@ from agentgym.baselines.policies.constrained import (
     masked_logprobs,
     position_temperatures,
 )
-from agentgym.baselines.policies.sampling import Responses, choose
+from agentgym.baselines.policies.sampling import Responses, choose, distinct
 from agentgym.baselines.policies.tokenizer import TOKENIZER_FILE, Tokenizer
 
 WEIGHTS_FILE = "model.safetensors"
@@ -290,10 +290,13 @@ class TinyPolicy(nn.Module):
             ``([B, n_embd] last hidden states, a KV cache per layer with room for ``steps``
             more columns, [B, P + steps] bool mask of real columns, [B] prompt lengths)``.
         """
-        dev, B, P = self.device, len(prompts), max(len(p) for p in prompts)
-        lengths = torch.tensor([len(p) for p in prompts], device=dev)
-        idx = torch.full((B, P), self.tokenizer.pad_id, dtype=torch.long, device=dev)
-        for i, p in enumerate(prompts):
+        dev, P = self.device, max(len(p) for p in prompts)
+        unique, index = distinct(prompts)  # a group's G rows share one prompt: run it once
+        index = index.to(dev)
+        U = len(unique)
+        lengths = torch.tensor([len(p) for p in unique], device=dev)
+        idx = torch.full((U, P), self.tokenizer.pad_id, dtype=torch.long, device=dev)
+        for i, p in enumerate(unique):
             idx[i, P - len(p) :] = torch.tensor(p, dtype=torch.long)
         cols = torch.arange(P + steps, device=dev)
         valid = cols[None, :] >= (P - lengths)[:, None]
@@ -301,11 +304,13 @@ class TinyPolicy(nn.Module):
         eye = torch.eye(P, dtype=torch.bool, device=dev)
         causal = torch.ones(P, P, dtype=torch.bool, device=dev).tril()
         mask = (causal & (valid[:, None, :P] | eye))[:, None]  # pads attend only to themselves
-        shape = (B, self.config.n_head, P + steps, self.config.n_embd // self.config.n_head)
+        shape = (U, self.config.n_head, P + steps, self.config.n_embd // self.config.n_head)
         zeros = self.wte.weight.new_zeros
         cache = [(zeros(shape), zeros(shape)) for _ in self.blocks]
         h = self.hidden(idx, pos, mask, cache, 0)[:, -1]
-        return h, cache, valid, lengths
+        if len(prompts) > U:
+            cache = [(k[index], v[index]) for k, v in cache]
+        return h[index], cache, valid[index], lengths[index]
 
     # -- scoring -------------------------------------------------------------------------
 
