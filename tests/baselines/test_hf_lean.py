@@ -10,7 +10,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM  # noqa: E402
+from transformers import (  # noqa: E402
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 import agentgym.baselines.policies.hf_decode as hf_decode  # noqa: E402
 from agentgym.baselines.policies.hf import HFPolicy, LoraSettings  # noqa: E402
@@ -24,22 +31,37 @@ def _model_dir(out: Path, arch: str = "gpt2", **config) -> Path:
     tok = hf_tokenizer(CORPUS, 320)
     ids = {"pad_token_id": 0, "eos_token_id": 1, "bos_token_id": 2}
     torch.manual_seed(0)
-    if arch == "llama":
-        cfg = LlamaConfig(
-            vocab_size=len(tok),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            **ids,
-        )
-        model = LlamaForCausalLM(cfg)
+    if arch in ("llama", "qwen2"):
+        family = {
+            "llama": (LlamaConfig, LlamaForCausalLM),
+            "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+        }
+        config_class, model_class = family[arch]
+        settings = {
+            "hidden_size": 64,
+            "intermediate_size": 96,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,  # grouped-query attention
+            "max_position_embeddings": 128,
+            "initializer_range": 0.2,
+            **config,
+        }
+        model = model_class(config_class(vocab_size=len(tok), **settings, **ids))
     else:
         settings = {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128, **config}
         model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), **settings, **ids))
     tok.save_pretrained(out)
     model.save_pretrained(out)
     return out
+
+
+ARCHS = ["gpt2", "llama", "qwen2"]
+
+
+@pytest.fixture(scope="module", params=ARCHS)
+def model(request, tmp_path_factory) -> Path:
+    return _model_dir(tmp_path_factory.mktemp(request.param), request.param)
 
 
 @pytest.fixture(scope="module")
@@ -51,19 +73,27 @@ def _prompts(policy: HFPolicy) -> list[list[int]]:
     return [policy.tokenizer.encode(p) for p in PROMPTS]
 
 
-def test_the_lean_forward_serves_plain_gpt2_only(gpt2, tmp_path):
-    assert HFPolicy.from_pretrained(gpt2)._lean_forward() is not None
-    lora = HFPolicy.from_pretrained(gpt2, lora=LoraSettings(r=2))
-    assert lora._lean_forward() is None
-    llama = HFPolicy.from_pretrained(_model_dir(tmp_path / "llama", "llama"))
-    assert llama._lean_forward() is None
-    cross = HFPolicy.from_pretrained(_model_dir(tmp_path / "x", add_cross_attention=True))
-    assert cross._lean_forward() is None
+def test_the_lean_forward_serves_plain_models_of_the_families_it_knows(model, tmp_path):
+    assert HFPolicy.from_pretrained(model)._lean_forward() is not None
+    lora = HFPolicy.from_pretrained(model, lora=LoraSettings(r=2))
+    assert lora._lean_forward() is None  # adapters: transformers' forward
+
+
+@pytest.mark.parametrize(
+    ("arch", "config"),
+    [
+        ("gpt2", {"add_cross_attention": True}),
+        ("qwen2", {"use_sliding_window": True, "sliding_window": 8}),
+        ("llama", {"hidden_act": "gelu"}),
+    ],
+)
+def test_an_unsupported_setting_keeps_transformers_forward(tmp_path, arch, config):
+    assert HFPolicy.from_pretrained(_model_dir(tmp_path, arch, **config))._lean_forward() is None
 
 
 @pytest.mark.parametrize("greedy", [False, True])
-def test_generation_takes_the_same_tokens_with_the_same_logps(gpt2, greedy):
-    policy = HFPolicy.from_pretrained(gpt2)
+def test_generation_takes_the_same_tokens_with_the_same_logps(model, greedy):
+    policy = HFPolicy.from_pretrained(model)
     prompts = _prompts(policy)
     allowed = [None, None, [[5, 6], [7]], None, None]  # one constrained row
     outs = {}
@@ -79,9 +109,9 @@ def test_generation_takes_the_same_tokens_with_the_same_logps(gpt2, greedy):
 
 
 @pytest.mark.parametrize("share", [True, False])
-def test_scoring_gives_the_same_logps_values_and_gradients(gpt2, monkeypatch, share):
+def test_scoring_gives_the_same_logps_values_and_gradients(model, monkeypatch, share):
     monkeypatch.setattr(hf_decode, "SHARE_AT_LEAST", 0.0 if share else 2.0)
-    policy = HFPolicy.from_pretrained(gpt2)
+    policy = HFPolicy.from_pretrained(model)
     prompts = [torch.tensor(p) for p in _prompts(policy)]
     gen = torch.Generator().manual_seed(0)
     vocab = policy.model.config.vocab_size
@@ -110,8 +140,8 @@ def test_scoring_gives_the_same_logps_values_and_gradients(gpt2, monkeypatch, sh
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 
-def test_the_shared_prompt_pass_equals_one_padded_pass(gpt2, monkeypatch):
-    policy = HFPolicy.from_pretrained(gpt2)
+def test_the_shared_prompt_pass_equals_one_padded_pass(model, monkeypatch):
+    policy = HFPolicy.from_pretrained(model)
     prompts = [torch.tensor(p) for p in _prompts(policy)]
     responses = [torch.tensor([5, 6, 7, 1]), torch.tensor([9]), torch.tensor([4, 4, 1])] * 2
     prompts = prompts[:3] * 2
