@@ -162,7 +162,7 @@ class LeanGPT2(LeanForward):
     ) -> tuple[torch.Tensor, list[KV]]:
         """See :meth:`LeanForward.hidden`."""
         t, (B, T), C = self._t, ids.shape, self.width
-        x = F.embedding(ids, t.wte.weight) + F.embedding(pos, t.wpe.weight)
+        x = F.embedding(ids, t.wte.weight, t.wte.padding_idx) + F.embedding(pos, t.wpe.weight)
         kept: list[KV] = []
         for i, block in enumerate(t.h):
             attn, mlp = block.attn, block.mlp
@@ -226,7 +226,7 @@ class LeanLlama(LeanForward):
         """See :meth:`LeanForward.hidden`."""
         m, (B, T) = self._m, ids.shape
         H, KV, D = self.heads, self.kv_heads, self.head_dim
-        x = F.embedding(ids, m.embed_tokens.weight)
+        x = F.embedding(ids, m.embed_tokens.weight, m.embed_tokens.padding_idx)
         cos, sin = (c[:, None] for c in m.rotary_emb(x, pos))
         kept: list[KV] = []
         for i, layer in enumerate(m.layers):

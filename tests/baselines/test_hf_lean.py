@@ -167,3 +167,49 @@ def test_other_activations_and_attention_scalings_agree(tmp_path, activation):
     policy.lean = True
     for a, b in zip(policy.logprobs(prompts, responses), plain, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+def test_the_trainers_loss_and_gradients_on_a_fixed_batch_match(model):
+    from agentgym.baselines.batch import Batch, Trajectory, Turn
+    from agentgym.baselines.config import TrainConfig
+    from agentgym.baselines.credit import compose
+    from agentgym.baselines.update import policy_loss
+
+    policy = HFPolicy.from_pretrained(model, value_head=False)
+    prompts = [p for p in _prompts(policy) for _ in range(2)]
+    outs = policy.generate(prompts, max_new_tokens=6, gumbel_keys=list(range(len(prompts))))
+    batch = Batch(
+        trajectories=[
+            Trajectory(
+                task_id="t",
+                group_id=str(i // 2),
+                turns=[
+                    Turn(
+                        prompt_ids=torch.tensor(p),
+                        response_ids=torch.tensor(o.ids),
+                        terminated=True,
+                        logp_old=torch.tensor(o.logps),
+                    )
+                ],
+                outcome=float(i % 3 == 0),
+                terminated=True,
+            )
+            for i, (p, o) in enumerate(zip(prompts, outs, strict=True))
+        ]
+    )
+    cfg = TrainConfig.from_options(credit="grpo", policy=str(model))
+    plan = compose("grpo", cfg)
+    ctx = None
+    for hook in ("transform", "score", "advantages", "shape"):
+        plan.run(hook, batch, ctx)
+    got = {}
+    for lean in (True, False):
+        policy.lean = lean
+        for p in policy.parameters():
+            p.grad = None
+        loss, _ = policy_loss(batch, policy, None, plan, cfg)
+        loss.backward()
+        got[lean] = (float(loss.detach()), [p.grad.clone() for p in policy.parameters()])
+    assert got[True][0] == pytest.approx(got[False][0], abs=1e-5)
+    for a, b in zip(got[True][1], got[False][1], strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
