@@ -15,6 +15,10 @@ that compares sides measures them the same way here:
     timed.ratio("peer", "ours")                 # median wall(peer) / median wall(ours)
     timed.ratio("peer", "ours", clock="cpu")    # the same on CPU time
     timed.summary()                             # JSON-ready medians and spreads per side
+
+A side that must set up before the part worth timing (open a game, register an env) times
+that part itself and returns its :class:`Sample`; :func:`alternate` then records it instead
+of the whole call (see :class:`Stopwatch`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,34 @@ class Sample:
     def on(self, clock: Clock) -> float:
         """The seconds on ``clock``."""
         return self.wall_s if clock == "wall" else self.cpu_s
+
+
+class Stopwatch:
+    """Wall and CPU seconds summed over the ``with`` blocks it times.
+
+    A side opens each game outside the block and plays it inside, then returns
+    :attr:`sample`, which :func:`alternate` records for that side.
+    """
+
+    def __init__(self) -> None:
+        """Start at zero."""
+        self.wall_s = self.cpu_s = 0.0
+        self._wall0 = self._cpu0 = 0.0
+
+    def __enter__(self) -> Stopwatch:
+        """Start timing a block."""
+        self._wall0, self._cpu0 = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Add the block's seconds."""
+        self.wall_s += time.perf_counter() - self._wall0
+        self.cpu_s += time.process_time() - self._cpu0
+
+    @property
+    def sample(self) -> Sample:
+        """The seconds timed so far."""
+        return Sample(self.wall_s, self.cpu_s)
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, Sample]:
@@ -95,7 +127,9 @@ def alternate(
     """Run every side ``warmup + repeats`` times, alternating the order round by round.
 
     Round ``r`` calls the sides in the mapping's order when ``r`` is even and in reverse when
-    it is odd; the first ``warmup`` rounds are run and discarded (imports, caches, JIT).
+    it is odd; the first ``warmup`` rounds are run and discarded (imports, caches, JIT). A
+    side that returns a :class:`Sample` has timed itself: that sample is recorded (and the
+    result kept is the sample too).
 
     Raises:
         ValueError: no sides, or ``repeats`` < 1 or ``warmup`` < 0.
@@ -109,6 +143,8 @@ def alternate(
     for r in range(warmup + repeats):
         for name in names if r % 2 == 0 else reversed(names):
             result, sample = timed(sides[name])
+            if isinstance(result, Sample):
+                sample = result
             if r >= warmup:
                 out.samples[name].append(sample)
                 out.results[name].append(result)

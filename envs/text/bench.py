@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from agentgym.core.timing import Alternated, Sample, Stopwatch, alternate
 from agentgym.envs.text.alfworld_env import NOTHING_HAPPENS
 from agentgym.envs.text.alfworld_game import AlfredGame
 from agentgym.registry import make
@@ -59,76 +60,94 @@ def _random_commands(env: Any, task_id: str, steps: int, rng: np.random.Generato
     return commands
 
 
-def _env_steps_per_s(env: Any, episodes: list[tuple[str, list[str]]]) -> float:
-    """Our env's steps per second over ``episodes`` (steps only; resets excluded)."""
-    seconds, steps = 0.0, 0
-    for task_id, commands in episodes:
-        env.reset(options={"task_id": task_id})
-        start = time.perf_counter()
-        for command in commands:
-            env.step(command)
-        seconds += time.perf_counter() - start
-        steps += len(commands)
-    return steps / seconds
+def alfworld_row(preset: str, games: int, steps: int, repeats: int = 3) -> dict[str, Any]:
+    """Ours (the engine alone, and the whole env with its info) against ``AlfredTWEnv``.
 
-
-def alfworld_row(preset: str, games: int, steps: int) -> dict[str, Any]:
-    """Ours (the engine alone, and the whole env with its info) against ``AlfredTWEnv``."""
+    The engine and ``AlfredTWEnv`` play the same commands ``repeats`` times each, alternating
+    which goes first; the env's speed is the median of ``repeats`` passes.
+    """
     env = make(f"agentgym/ALFWorld-{preset}-v0", split="test")
     base: Any = env.unwrapped
     task_ids = list(base.task_ids("test")[:games])
     paths = [base.game_path(t) for t in task_ids]
     rng = np.random.default_rng(0)
     episodes = [(t, _random_commands(env, t, steps, rng)) for t in task_ids]
-    env_sps = _env_steps_per_s(env, episodes)
-    result = compare_with_stock(paths, commands=[c for _, c in episodes])
+    env_runs = alternate({"env": _our_side(env, episodes)}, repeats=repeats, warmup=1)
+    env_sps = sum(len(c) for _, c in episodes) / env_runs.median("env")
+    result = compare_with_stock(paths, commands=[c for _, c in episodes], repeats=repeats)
     env.close()
     return {
         "env": f"ALFWorld-{preset}",
         "games": games,
         "steps": result.steps,
+        "repeats": result.repeats,
         "agreement": result.agreement,
         "engine_steps_per_s": result.ours_steps_per_s,
+        "engine_cpu_steps_per_s": result.ours_cpu_steps_per_s,
         "env_steps_per_s": env_sps,
         "peer": "alfworld AlfredTWEnv",
         "peer_steps_per_s": result.stock_steps_per_s,
+        "peer_cpu_steps_per_s": result.stock_cpu_steps_per_s,
         "ratio": env_sps / result.stock_steps_per_s,
+        "engine_ratio_cpu": result.ours_cpu_steps_per_s / result.stock_cpu_steps_per_s,
     }
 
 
 # ---------------------------------------------------------------------- TextWorld
-def _stock_textworld_steps_per_s(paths: list[Path], episodes: list[tuple[str, list[str]]]) -> float:
-    """textworld.gym's steps per second on the same games and commands.
+def _stock_textworld_side(
+    paths: list[Path], episodes: list[tuple[str, list[str]]]
+) -> Callable[[], Sample]:
+    """textworld.gym on the same games and commands, timed over its steps (resets excluded).
 
-    The admissible commands are requested each step, as ours does (steps only; resets
-    excluded).
+    The admissible commands are requested each step, as ours does.
     """
     import jericho
     import textworld
     import textworld.gym
 
     infos = textworld.EnvInfos(admissible_commands=True)
-    seconds, steps = 0.0, 0
-    for path, (_, commands) in zip(paths, episodes, strict=True):
-        env_id = textworld.gym.register_game(
-            str(path), infos, max_episode_steps=len(commands) + 1, asynchronous=False
-        )
-        env = textworld.gym.make(env_id)
-        with warnings.catch_warnings():
-            # jericho warns that a generated story is not one of its known games.
-            warnings.simplefilter("ignore", jericho.UnsupportedGameWarning)
-            env.reset()
-        start = time.perf_counter()
-        for command in commands:
-            env.step(command)
-        seconds += time.perf_counter() - start
-        steps += len(commands)
-        env.close()
-    return steps / seconds
+
+    def play() -> Sample:
+        watch = Stopwatch()
+        for path, (_, commands) in zip(paths, episodes, strict=True):
+            env_id = textworld.gym.register_game(
+                str(path), infos, max_episode_steps=len(commands) + 1, asynchronous=False
+            )
+            env = textworld.gym.make(env_id)
+            with warnings.catch_warnings():
+                # jericho warns that a generated story is not one of its known games.
+                warnings.simplefilter("ignore", jericho.UnsupportedGameWarning)
+                env.reset()
+            with watch:
+                for command in commands:
+                    env.step(command)
+            env.close()
+        return watch.sample
+
+    return play
 
 
-def textworld_row(preset: str, games: int, steps: int) -> dict[str, Any]:
-    """Ours against textworld's gym env on the same games and commands."""
+def _our_side(env: Any, episodes: list[tuple[str, list[str]]]) -> Callable[[], Sample]:
+    """Our env on ``episodes``, timed over its steps (resets excluded)."""
+
+    def play() -> Sample:
+        watch = Stopwatch()
+        for task_id, commands in episodes:
+            env.reset(options={"task_id": task_id})
+            with watch:
+                for command in commands:
+                    env.step(command)
+        return watch.sample
+
+    return play
+
+
+def textworld_row(preset: str, games: int, steps: int, repeats: int = 5) -> dict[str, Any]:
+    """Ours against textworld's gym env on the same games and commands.
+
+    Both sides play every episode ``repeats`` times in alternating order (after one warm-up
+    round); steps per second come from the median of each side's runs, on wall and CPU time.
+    """
     env = make(f"agentgym/TextWorld-{preset}-v0", split="test")
     base: Any = env.unwrapped
     task_ids = list(base.task_ids("test")[:games])
@@ -146,22 +165,37 @@ def textworld_row(preset: str, games: int, steps: int) -> dict[str, Any]:
             if terminated or truncated:
                 break
         episodes.append((task_id, commands))
-    ours = _env_steps_per_s(env, episodes)
     from agentgym.envs.text._tw import ensure_game
 
     paths = [ensure_game(base.preset.spec(int(t))) for t in task_ids]
+    sides = {
+        "ours": _our_side(env, episodes),
+        "textworld.gym": _stock_textworld_side(paths, episodes),
+    }
+    timed = alternate(sides, repeats=repeats, warmup=1)
     env.close()
-    peer = _stock_textworld_steps_per_s(paths, episodes)
+    n = sum(len(c) for _, c in episodes)
     return {
         "env": f"TextWorld-{preset}",
         "games": games,
-        "steps": sum(len(c) for _, c in episodes),
-        "env_steps_per_s": ours,
+        "steps": n,
+        "repeats": repeats,
+        "env_steps_per_s": n / timed.median("ours"),
         "peer": "textworld.gym",
-        "peer_steps_per_s": peer,
-        "ratio": ours / peer,
-        "overhead": peer / ours - 1.0,
+        "peer_steps_per_s": n / timed.median("textworld.gym"),
+        "ratio": timed.ratio("textworld.gym", "ours"),
+        "overhead": timed.ratio("ours", "textworld.gym") - 1.0,
+        "overhead_cpu": timed.ratio("ours", "textworld.gym", clock="cpu") - 1.0,
+        "overhead_range": _overhead_range(timed),
+        "timing_ms_per_step": timed.summary(per=n, unit="ms"),
     }
+
+
+def _overhead_range(timed: Alternated) -> list[float]:
+    """Lowest and highest overhead over the rounds (ours / peer - 1, round by round)."""
+    pairs = zip(timed.samples["ours"], timed.samples["textworld.gym"], strict=True)
+    values = [a.wall_s / b.wall_s - 1.0 for a, b in pairs]
+    return [round(min(values), 4), round(max(values), 4)]
 
 
 # ---------------------------------------------------------------------- generation
@@ -195,10 +229,10 @@ def _generation_row(env: str, games: int, start: float) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------- run
 def run(console: Console, quick: bool = False) -> dict[str, Any]:
-    """All three tables; ``quick`` plays fewer games and steps (a smoke run)."""
-    games, steps, generated = (2, 10, 1) if quick else (12, 40, 4)
-    alfworld = [alfworld_row(p, games, steps) for p in ALFWORLD_PRESETS]
-    textworld = [textworld_row(p, games, steps) for p in TEXTWORLD_PRESETS]
+    """All three tables; ``quick`` plays fewer games and steps, repeated less (a smoke run)."""
+    games, steps, generated, repeats = (2, 10, 1, 2) if quick else (12, 40, 4, 5)
+    alfworld = [alfworld_row(p, games, steps, repeats=min(repeats, 3)) for p in ALFWORLD_PRESETS]
+    textworld = [textworld_row(p, games, steps, repeats) for p in TEXTWORLD_PRESETS]
     generation = generation_rows(generated)
     ratios = {f"{r['env']}_vs_{r['peer'].split()[-1]}": r["ratio"] for r in alfworld + textworld}
     _print(console, alfworld, textworld, generation)
@@ -225,7 +259,9 @@ def _print(
     table = Table(
         *("env", "games", "steps", "agree", "engine st/s", "env st/s", "stock st/s"),
         "env / stock",
-        title=f"ALFWorld against AlfredTWEnv (goal: ≥{GOAL_ALFWORLD_SPEEDUP:g}×)",
+        "engine / stock (CPU)",
+        title=f"ALFWorld against AlfredTWEnv (goal: ≥{GOAL_ALFWORLD_SPEEDUP:g}×; medians of "
+        "alternating runs)",
     )
     for r in alfworld:
         table.add_row(
@@ -237,20 +273,27 @@ def _print(
             f"{r['env_steps_per_s']:,.0f}",
             f"{r['peer_steps_per_s']:,.1f}",
             f"{r['ratio']:.1f}×",
+            f"{r['engine_ratio_cpu']:.1f}×",
         )
     console.print(table)
     table = Table(
         *("env", "games", "steps", "ours st/s", "textworld.gym st/s", "overhead"),
-        title=f"TextWorld against textworld.gym (goal: ≤{GOAL_TEXTWORLD_OVERHEAD:.0%} overhead)",
+        "round range",
+        "overhead (CPU)",
+        title=f"TextWorld against textworld.gym (goal: ≤{GOAL_TEXTWORLD_OVERHEAD:.0%} overhead; "
+        "medians of alternating runs)",
     )
     for r in textworld:
+        lo, hi = r["overhead_range"]
         table.add_row(
             r["env"],
             str(r["games"]),
-            str(r["steps"]),
+            f"{r['steps']} × {r['repeats']}",
             f"{r['env_steps_per_s']:,.0f}",
             f"{r['peer_steps_per_s']:,.0f}",
             f"{r['overhead']:+.1%}",
+            f"{lo:+.1%} … {hi:+.1%}",
+            f"{r['overhead_cpu']:+.1%}",
         )
     console.print(table)
     table = Table("env", "games", "s / game", title="Game generation (no cache)")
@@ -274,20 +317,21 @@ config = {
     "rl": {"training": {"max_nb_steps_per_episode": 10000}},
 }
 env = AlfredTWEnv(config, train_eval="train").init_env(batch_size=1)
-records, seconds, steps = {}, 0.0, 0
+records, seconds, cpu, steps = {}, 0.0, 0.0, 0
 for _ in spec["commands"]:
     obs, infos = env.reset()
     game = infos["extra.gamefile"][0]
     rows = [[obs[0], infos["admissible_commands"][0], bool(infos["won"][0])]]  # batch of one
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for command in spec["commands"][game]:
         obs, _, _, infos = env.step([command])
         rows.append([obs[0], infos["admissible_commands"][0], bool(infos["won"][0])])
     seconds += time.perf_counter() - start
+    cpu += time.process_time() - cpu_start
     steps += len(spec["commands"][game])
     records[game] = rows
 with open(out_path, "w") as f:
-    json.dump({"records": records, "seconds": seconds, "steps": steps}, f)
+    json.dump({"records": records, "seconds": seconds, "cpu": cpu, "steps": steps}, f)
 """
 
 
@@ -298,9 +342,13 @@ class StockComparison:
     Attributes:
         observations: observations compared (intros and step feedback).
         agreeing: how many were byte-identical with an identical admissible list and won flag.
-        steps: commands played per side.
-        ours_steps_per_s: our steps per second (steps only, resets excluded).
-        stock_steps_per_s: ``AlfredTWEnv``'s, measured in a separate process.
+        steps: commands played per side and round.
+        ours_steps_per_s: our steps per second (steps only, resets excluded), from the median
+            round.
+        stock_steps_per_s: ``AlfredTWEnv``'s, measured in a separate process, the same way.
+        ours_cpu_steps_per_s: ours on CPU time.
+        stock_cpu_steps_per_s: ``AlfredTWEnv``'s on its process's CPU time.
+        repeats: rounds each side played (alternating which side goes first).
     """
 
     observations: int
@@ -308,6 +356,9 @@ class StockComparison:
     steps: int
     ours_steps_per_s: float
     stock_steps_per_s: float
+    ours_cpu_steps_per_s: float = 0.0
+    stock_cpu_steps_per_s: float = 0.0
+    repeats: int = 1
 
     @property
     def agreement(self) -> float:
@@ -326,74 +377,120 @@ def compare_with_stock(
     seed: int = 0,
     invalid_rate: float = 0.1,
     commands: Sequence[Sequence[str]] | None = None,
+    repeats: int = 1,
 ) -> StockComparison:
     """Play the same commands on ``games`` here and in ALFWorld's ``AlfredTWEnv``, and compare.
 
     ``AlfredTWEnv`` runs in a separate process, with the dqn setting, which adds no expert,
     over a folder holding exactly these games. Every observation, admissible list and won flag
-    is compared.
+    is compared (in the first round).
 
     Commands: ``commands[i]`` on game ``i`` if given, else up to ``steps`` per game, uniform
     over the admissible commands, with an unknown command ``invalid_rate`` of the time; either
     way until the game is won. Each game folder needs its ``traj_data.json`` (``AlfredTWEnv``
-    skips games without one).
+    skips games without one). ``repeats`` rounds per side, ours first in the first round
+    (it draws the commands) and the order alternating after it; speeds are the medians.
     """
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory(prefix="alfworld-stock-") as tmp:
         root = Path(tmp) / "games"
-        to_play: dict[str, list[str]] = {}
-        ours: dict[str, list[list[Any]]] = {}
-        seconds = 0.0
+        paths = []
         for i, src in enumerate(games):
             dst = root / f"{i:04d}"
             dst.mkdir(parents=True)
             for name in ("game.tw-pddl", "traj_data.json"):
                 (dst / name).write_bytes((Path(src).parent / name).read_bytes())
-            game = AlfredGame(json.loads((dst / "game.tw-pddl").read_text()))
-            rows = [[game.reset(), list(game.admissible), game.won]]
-            played: list[str] = []
-            start = time.perf_counter()
-            given = None if commands is None else list(commands[i])
-            for turn in range(steps if given is None else len(given)):
+            paths.append(dst / "game.tw-pddl")
+        plan = _Plan(steps, rng, invalid_rate, commands)
+        ours, to_play, first = _play_ours(paths, plan)
+        stock, stock_first = _play_stock(Path(tmp), root, to_play)
+        rounds = alternate(
+            {
+                "stock": lambda: _play_stock(Path(tmp), root, to_play)[1],
+                "ours": lambda: _play_ours(paths, _Plan(0, rng, 0.0, list(to_play.values())))[2],
+            },
+            repeats=max(repeats - 1, 1),
+            warmup=0,
+        )
+    if repeats > 1:
+        rounds.samples["ours"].insert(0, first)
+        rounds.samples["stock"].insert(0, stock_first)
+    else:
+        rounds.samples = {"ours": [first], "stock": [stock_first]}
+    total = sum(len(rows) for rows in ours.values())
+    agreeing = sum(
+        a == b
+        for key, rows in ours.items()
+        for a, b in itertools.zip_longest(rows, stock[key])
+        if a is not None
+    )
+    n = sum(len(c) for c in to_play.values())
+    return StockComparison(
+        observations=total,
+        agreeing=agreeing,
+        steps=n,
+        ours_steps_per_s=n / rounds.median("ours"),
+        stock_steps_per_s=n / rounds.median("stock"),
+        ours_cpu_steps_per_s=n / max(rounds.median("ours", "cpu"), 1e-9),
+        stock_cpu_steps_per_s=n / max(rounds.median("stock", "cpu"), 1e-9),
+        repeats=max(repeats, 1),
+    )
+
+
+@dataclass
+class _Plan:
+    """How our side picks commands: ``given[i]`` on game ``i``, else random (see caller)."""
+
+    steps: int
+    rng: np.random.Generator
+    invalid_rate: float
+    given: Sequence[Sequence[str]] | None
+
+
+def _play_ours(
+    paths: list[Path], plan: _Plan
+) -> tuple[dict[str, list[list[Any]]], dict[str, list[str]], Sample]:
+    """Our engine on each game: its rows, the commands played per game, and the steps' time."""
+    to_play: dict[str, list[str]] = {}
+    ours: dict[str, list[list[Any]]] = {}
+    watch = Stopwatch()
+    for i, path in enumerate(paths):
+        game = AlfredGame(json.loads(path.read_text()))
+        rows = [[game.reset(), list(game.admissible), game.won]]
+        played: list[str] = []
+        given = None if plan.given is None else list(plan.given[i])
+        with watch:
+            for turn in range(plan.steps if given is None else len(given)):
                 if given is not None:
                     command = given[turn]
-                elif rng.random() < invalid_rate:
+                elif plan.rng.random() < plan.invalid_rate:
                     command = "do a barrel roll"
                 else:
-                    command = game.admissible[int(rng.integers(len(game.admissible)))]
+                    command = game.admissible[int(plan.rng.integers(len(game.admissible)))]
                 valid = game.step(command)
                 played.append(command)
                 obs = game.feedback if valid else NOTHING_HAPPENS
                 rows.append([obs, list(game.admissible), game.won])
                 if game.won:
                     break
-            seconds += time.perf_counter() - start
-            game.close()
-            key = str(dst / "game.tw-pddl")
-            to_play[key], ours[key] = played, rows
-        spec, out = Path(tmp) / "spec.json", Path(tmp) / "stock.json"
-        spec.write_text(json.dumps({"root": str(root), "commands": to_play}))
-        env = {**os.environ, "ALFWORLD_DATA": tmp, "HOME": tmp}
-        subprocess.run(
-            [sys.executable, "-c", _STOCK_RUNNER, str(spec), str(out)],
-            env=env,
-            check=True,
-            capture_output=True,
-            timeout=1800,
-        )
-        stock = json.loads(out.read_text())
-    total = sum(len(rows) for rows in ours.values())
-    agreeing = sum(
-        a == b
-        for key, rows in ours.items()
-        for a, b in itertools.zip_longest(rows, stock["records"][key])
-        if a is not None
+        game.close()
+        to_play[str(path)], ours[str(path)] = played, rows
+    return ours, to_play, watch.sample
+
+
+def _play_stock(
+    tmp: Path, root: Path, to_play: dict[str, list[str]]
+) -> tuple[dict[str, Any], Sample]:
+    """``AlfredTWEnv`` in its own process on ``to_play``: its rows per game and its steps' time."""
+    spec, out = tmp / "spec.json", tmp / "stock.json"
+    spec.write_text(json.dumps({"root": str(root), "commands": to_play}))
+    env = {**os.environ, "ALFWORLD_DATA": str(tmp), "HOME": str(tmp)}
+    subprocess.run(
+        [sys.executable, "-c", _STOCK_RUNNER, str(spec), str(out)],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=1800,
     )
-    n_steps = sum(len(c) for c in to_play.values())
-    return StockComparison(
-        observations=total,
-        agreeing=agreeing,
-        steps=n_steps,
-        ours_steps_per_s=n_steps / seconds,
-        stock_steps_per_s=stock["steps"] / stock["seconds"],
-    )
+    stock = json.loads(out.read_text())
+    return stock["records"], Sample(stock["seconds"], stock["cpu"])

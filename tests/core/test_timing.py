@@ -1,6 +1,6 @@
 import pytest
 
-from agentgym.core.timing import Sample, alternate
+from agentgym.core.timing import Sample, Stopwatch, alternate
 
 
 def test_alternate_reverses_the_order_every_other_round_and_drops_warmup():
@@ -37,3 +37,18 @@ def test_cpu_clock_counts_work_not_sleep():
 def test_bad_counts_are_refused(repeats, warmup):
     with pytest.raises(ValueError):
         alternate({"a": lambda: None}, repeats, warmup)
+
+
+def test_a_side_that_times_itself_is_recorded_by_its_own_sample():
+    import time
+
+    def side():
+        time.sleep(0.03)  # set-up, not timed
+        watch = Stopwatch()
+        with watch:
+            sum(range(1000))
+        return watch.sample
+
+    timed = alternate({"self": side}, 2, 0)
+    assert all(s.wall_s < 0.03 for s in timed.samples["self"])
+    assert timed.results["self"] == timed.samples["self"]

@@ -15,6 +15,13 @@ def test_quick_run_compares_both_engines_with_their_stock_envs():
     # both sides played the same commands and every observation agreed with AlfredTWEnv's
     assert all(r["agreement"] == 1.0 and r["steps"] > 0 for r in doc["alfworld"])
     assert all(r["env_steps_per_s"] > 0 and r["peer_steps_per_s"] > 0 for r in doc["textworld"])
+    for r in doc["textworld"]:  # alternating repeated runs, both clocks, per side
+        timing = r["timing_ms_per_step"]
+        assert set(timing) == {"ours", "textworld.gym"}
+        assert all(t["runs"] == r["repeats"] >= 2 and t["cpu_ms"] > 0 for t in timing.values())
+        lo, hi = r["overhead_range"]
+        assert lo - 1e-4 <= r["overhead"] <= hi + 1e-4  # medians lie within the rounds
+    assert all(r["repeats"] >= 2 and r["peer_cpu_steps_per_s"] > 0 for r in doc["alfworld"])
     assert {r["env"] for r in doc["generation"]} == {
         "ALFWorld-Small",
         "ALFWorld-Standard",
