@@ -37,6 +37,7 @@ from agentgym.baselines.rollout import EnvPool, RolloutConfig
 from agentgym.baselines.update import adamw, update
 from agentgym.core.errors import BadInput
 from agentgym.harness.plot import agg_figure
+from agentgym.harness.pool import Pool, open_pool
 from agentgym.registry import make
 from agentgym.terminal import Progress
 
@@ -313,7 +314,8 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     optimizer = adamw(policy.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
     rng = np.random.default_rng(cfg.seed)
     step = generated = 0
-    with _rl_progress(cfg) as progress:
+    # one evaluation pool for the run: its envs are built once, not at every evaluation
+    with _rl_progress(cfg) as progress, open_pool() as eval_pool:
         while not _rl_done(cfg, step, generated):
             step += 1
             metrics = rl_step(policy, ref, plan, pool, optimizer, cfg, step, rng)
@@ -325,7 +327,7 @@ def train(cfg: TrainConfig, out: Path) -> Path:
                 ckpt = run.checkpoint(policy, out / "steps" / f"step_{step:05d}", step=step)
                 if evaluate_now:
                     with run.paused():
-                        metrics["val_success"] = evaluate_checkpoint(ckpt, cfg)
+                        metrics["val_success"] = evaluate_checkpoint(ckpt, cfg, eval_pool)
             run.record({"phase": "rl", "step": step, **metrics})
             _advance(progress, cfg, step, metrics)
     run.close()
@@ -416,11 +418,16 @@ def _tensorboard(logdir: Path) -> Any:
     return SummaryWriter(log_dir=str(logdir))
 
 
-def evaluate_checkpoint(ckpt: Path, cfg: TrainConfig) -> float:
-    """Mean success of a checkpoint on the val split through the harness (many seeds, greedy)."""
+def evaluate_checkpoint(ckpt: Path, cfg: TrainConfig, pool: Pool | None = None) -> float:
+    """Mean success of a checkpoint on the val split through the harness (many seeds, greedy).
+
+    ``pool``: the run's evaluation pool, kept open between evaluations (None: one for this call).
+    """
     from agentgym.harness.evaluate import evaluate
 
-    doc = evaluate(str(ckpt), [cfg.env], seeds=cfg.log.eval_seeds, root_seed=cfg.seed, split="val")
+    doc = evaluate(
+        str(ckpt), [cfg.env], seeds=cfg.log.eval_seeds, root_seed=cfg.seed, split="val", pool=pool
+    )
     return float(doc["aggregates"][cfg.env]["mean"])
 
 

@@ -74,6 +74,18 @@ def run_episode(
     return record
 
 
+def errored_record(env_id: str, run: int, episode: int, seed: int, error: str) -> EpisodeRecord:
+    """The record of an episode that ended with no result (its worker died): ``error`` says why.
+
+    It reads like the record of an episode whose ``reset`` raised: no steps, the hash of an
+    empty exchange.
+    """
+    record = _blank_record(env_id, run, episode, seed)
+    record["error"] = error
+    record["transcript_sha256"] = hashlib.sha256().hexdigest()
+    return record
+
+
 def _blank_record(env_id: str, run: int, episode: int, seed: int) -> EpisodeRecord:
     """The record of an episode not played yet, its keys in results-file order."""
     return {

@@ -16,6 +16,7 @@ from agentgym.agents import describe_agent, load_agent
 from agentgym.core.errors import AgentGymError, BadInput
 from agentgym.harness.controls import run_controls
 from agentgym.harness.journal import Journal, journal_path, read_journal, transcripts_path
+from agentgym.harness.pool import Pool
 from agentgym.harness.results import (
     HARNESS_VERSION,
     IDENTITY_FIELDS,
@@ -162,6 +163,7 @@ def evaluate(
     backend: str = "local",
     workers: int = 1,
     address: str | None = None,
+    pool: Pool | None = None,
     transcripts: bool = False,
     controls: bool = False,
     progress: bool = False,
@@ -181,6 +183,9 @@ def evaluate(
         backend: "local", "process" or "ray".
         workers: processes (process backend) or CPUs of a local Ray.
         address: address of an existing Ray cluster.
+        pool: a started pool (:func:`agentgym.harness.pool.open_pool`) to play on instead of
+            one started for this call; it stays open, warm for the caller's next call. Its
+            own backend and workers replace ``backend`` and ``workers``.
         transcripts: also write every exchange to ``out``'s ``.transcripts.jsonl``.
         controls: also run the positive (oracle) and null (permuted answers) controls.
         progress: show a progress bar on stderr.
@@ -196,7 +201,7 @@ def evaluate(
     records = _resume(out, identity_of(doc), overwrite) if out else []
     units = plan_units(plan, {_key(r) for r in records}, transcripts)
     journal = Journal(journal_path(out), identity_of(doc), records) if out else None
-    how = {"backend": backend, "workers": workers, "address": address}
+    how = {"backend": backend, "workers": workers, "address": address, "pool": pool}
     try:
         bar = _progress(plan, len(records)) if progress else None
         _play(units, records, journal, out if transcripts else None, bar, **how)

@@ -1,8 +1,11 @@
-"""Running episodes: work units, the worker function and the three backends.
+"""Running episodes: the backends that play units of work.
 
-A unit is one run (its M episodes) of one env. Every backend runs the same worker function
-on the same units, and an episode's record depends only on (env, agent, seed), so the
-backends give identical records except ``seconds``.
+Every backend plays the same units with the same worker function
+(:func:`agentgym.harness.worker.iter_unit`), and an episode's record depends only on
+(env, agent, seed), so the backends give identical records except ``seconds``. The local and
+process backends run on a :class:`~agentgym.harness.pool.Pool`: a caller that evaluates more
+than once opens one with :func:`~agentgym.harness.pool.open_pool` and passes it to every
+call; otherwise each call starts its own and closes it at the end.
 """
 
 from __future__ import annotations
@@ -13,93 +16,50 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
-from multiprocessing import get_context
 from typing import Any
 
-from agentgym.agents import load_agent
 from agentgym.core.errors import BadInput
-from agentgym.harness.episode import run_episode
-from agentgym.harness.results import EpisodeRecord
-from agentgym.registry import make
+from agentgym.harness.pool import Pool, open_pool
+from agentgym.harness.worker import Outcome, Unit, iter_unit, run_unit
 
 BACKENDS = ("local", "process", "ray")
 
-
-@dataclass(frozen=True)
-class Unit:
-    """One run of one env: the episodes (index, seed) still to play."""
-
-    env_id: str
-    run: int
-    episodes: tuple[tuple[int, int], ...]
-    agent_spec: str
-    split: str
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    transcripts: bool = False
-
-
-# What a worker returns per episode: its record and, if asked, its transcript.
-Outcome = tuple[EpisodeRecord, list[Any] | None]
-
-
-def run_unit(unit: Unit) -> list[Outcome]:
-    """Play a unit's episodes with a fresh env and agent (the worker function)."""
-    return list(iter_unit(unit))
-
-
-def iter_unit(unit: Unit) -> Iterator[Outcome]:
-    """Play a unit's episodes one by one, yielding each as it ends."""
-    env = make(unit.env_id, split=unit.split, **unit.env_kwargs)
-    agent = load_agent(unit.agent_spec)
-    try:
-        for episode, seed in unit.episodes:
-            steps: list[Any] | None = [] if unit.transcripts else None
-            record = run_episode(
-                env,
-                agent,
-                env_id=unit.env_id,
-                run=unit.run,
-                episode=episode,
-                seed=seed,
-                transcript=steps,
-            )
-            yield record, steps
-    finally:
-        env.close()
+__all__ = ["BACKENDS", "Outcome", "Unit", "execute", "iter_unit", "ray_session", "run_unit"]
 
 
 def execute(
-    units: list[Unit], *, backend: str = "local", workers: int = 1, address: str | None = None
+    units: list[Unit],
+    *,
+    backend: str = "local",
+    workers: int = 1,
+    address: str | None = None,
+    pool: Pool | None = None,
 ) -> Iterator[Outcome]:
-    """Run ``units`` and yield each episode's outcome as soon as its backend returns it."""
+    """Run ``units`` and yield each episode's outcome as soon as its backend returns it.
+
+    Args:
+        units: the work.
+        backend: "local", "process" or "ray"; ignored when ``pool`` is given.
+        workers: processes (process backend) or CPUs of a local Ray; ignored with ``pool``.
+        address: address of an existing Ray cluster.
+        pool: a started pool to play on, left open afterwards.
+
+    Raises:
+        BadInput: an unknown backend, or ``workers`` below 1.
+    """
     if backend not in BACKENDS:
         raise BadInput(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     if workers < 1:
         raise BadInput(f"--workers must be at least 1, got {workers}")
-    if backend == "local" or not units:
-        for unit in units:
-            yield from iter_unit(unit)
-    elif backend == "process":
-        yield from _process(units, workers)
-    else:
+    if not units:
+        return
+    if pool is not None:
+        yield from pool.run(units)
+    elif backend == "ray":
         yield from _ray(units, workers, address)
-
-
-def _process(units: list[Unit], workers: int) -> Iterator[Outcome]:
-    # spawn: workers must not inherit threads (torch, faiss) or locks from the parent.
-    context = get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        pending: set[Future[list[Outcome]]] = {pool.submit(run_unit, u) for u in units}
-        try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    yield from future.result()
-        finally:
-            for future in pending:
-                future.cancel()
+    else:  # a pool for this call alone: no more processes than units
+        with open_pool(backend, min(workers, len(units))) as own:
+            yield from own.run(units)
 
 
 def _ray(units: list[Unit], workers: int, address: str | None) -> Iterator[Outcome]:

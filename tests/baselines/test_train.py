@@ -199,6 +199,14 @@ def test_a_tiny_run_leaves_a_checkpoint_the_harness_evaluates(tmp_path):
     assert "val_success" in (ckpt / "metrics.csv").read_text().splitlines()[0]
     manifest = json.loads((ckpt / "agentgym_agent.json").read_text())
     assert manifest["config"]["train"]["credit"] == "gigpo"
+    # the second evaluation ran on the run's warm pool; a cold one scores the same
+    from agentgym.harness.evaluate import evaluate
+
+    env_id, seed = manifest["config"]["train"]["env"], manifest["config"]["train"]["seed"]
+    step2 = str(ckpt / "steps" / "step_00002")
+    cold = evaluate(step2, [env_id], seeds=2, root_seed=seed, split="val")
+    last = list(csv.DictReader((ckpt / "metrics.csv").open()))[-1]
+    assert float(last["val_success"]) == cold["aggregates"][env_id]["mean"]
     results = tmp_path / "r.json"
     evaluated = _cli(
         "eval", "--agent", str(ckpt), "--env", SMALL, "--seeds", "3", "--out", str(results)
