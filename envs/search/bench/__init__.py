@@ -6,7 +6,7 @@ is measured in the same run.
 
 from __future__ import annotations
 
-import time
+import functools
 from typing import Any
 
 import numpy as np
@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agentgym.agents.builtin import RandomAgent
+from agentgym.core.timing import Sample, Stopwatch, alternate
 from agentgym.envs.search.bench.bm25 import bm25_rows
 from agentgym.envs.search.bench.dense import dense_rows
 from agentgym.envs.search.menu_env import SearchMenuEnv
@@ -48,18 +49,18 @@ def _record(env_id: str, episodes: int) -> list[tuple[int, list[Any]]]:
     return played
 
 
-def _env_loop(env_id: str, episodes: list[tuple[int, list[Any]]]) -> tuple[int, float]:
+def _env_loop(env_id: str, episodes: list[tuple[int, list[Any]]]) -> Sample:
+    """The env replaying ``episodes`` (resets included, env construction not)."""
     env = make(env_id)
-    steps, start = 0, time.perf_counter()
-    for seed, actions in episodes:
-        env.reset(seed=seed)
-        for a in actions:
-            env.step(a)
-        steps += len(actions)
-    return steps, time.perf_counter() - start
+    with Stopwatch() as watch:
+        for seed, actions in episodes:
+            env.reset(seed=seed)
+            for a in actions:
+                env.step(a)
+    return watch.sample
 
 
-def _engine_loop(env_id: str, episodes: list[tuple[int, list[Any]]]) -> tuple[int, float]:
+def _engine_loop(env_id: str, episodes: list[tuple[int, list[Any]]]) -> Sample:
     """The menu env's transitions through its own operations, with nothing else.
 
     That is no observation text, no info, no wrappers: what any implementation of these
@@ -67,17 +68,16 @@ def _engine_loop(env_id: str, episodes: list[tuple[int, list[Any]]]) -> tuple[in
     """
     base = make(env_id).unwrapped
     assert isinstance(base, SearchMenuEnv)
-    steps, start = 0, time.perf_counter()
-    for seed, actions in episodes:
-        base.reset(seed=seed)
-        for a in actions:
-            index, _ = base._menu.resolve(a)
-            if index is not None:
-                op = base._ops[index]
-                getattr(base, f"_do_{op[0]}")(*op[1:])
-                base._rebuild_menu()
-        steps += len(actions)
-    return steps, time.perf_counter() - start
+    with Stopwatch() as watch:
+        for seed, actions in episodes:
+            base.reset(seed=seed)
+            for a in actions:
+                index, _ = base._menu.resolve(a)
+                if index is not None:
+                    op = base._ops[index]
+                    getattr(base, f"_do_{op[0]}")(*op[1:])
+                    base._rebuild_menu()
+    return watch.sample
 
 
 def env_rows(episodes: int = 200) -> list[dict[str, Any]]:
@@ -85,17 +85,16 @@ def env_rows(episodes: int = 200) -> list[dict[str, Any]]:
     rows = []
     for env_id in ENV_IDS:
         played = _record(env_id, episodes)
-        env_rates, engine_rates = [], []
-        for _ in range(REPEATS):  # alternate so host noise hits both alike
-            n, t = _env_loop(env_id, played)
-            env_rates.append(n / t)
-            if "Menu" in env_id:
-                n, t = _engine_loop(env_id, played)
-                engine_rates.append(n / t)
+        n = sum(len(actions) for _, actions in played)
+        sides = {"env": functools.partial(_env_loop, env_id, played)}
+        if "Menu" in env_id:
+            sides["engine"] = functools.partial(_engine_loop, env_id, played)
+        timed = alternate(sides, repeats=REPEATS, warmup=0)
         row: dict[str, Any] = {"env_id": env_id, "steps": n}
-        row["env_steps_per_s"] = round(float(np.median(env_rates)), 1)
-        if engine_rates:
-            row["engine_steps_per_s"] = round(float(np.median(engine_rates)), 1)
+        row["env_steps_per_s"] = round(n / timed.median("env"), 1)
+        row["env_cpu_steps_per_s"] = round(n / max(timed.median("env", "cpu"), 1e-9), 1)
+        if "engine" in sides:
+            row["engine_steps_per_s"] = round(n / timed.median("engine"), 1)
         rows.append(row)
     return rows
 
@@ -147,8 +146,9 @@ def _print(
         "ours p50/p95 ms",
         "rank-bm25 p50/p95 ms",
         "speed-up",
+        "speed-up (CPU)",
         "top-10 agreement",
-        title="BM25 top-10 query latency (tokenising included)",
+        title="BM25 top-10 query latency (tokenising included; queries interleaved)",
     )
     for r in bm25:
         table.add_row(
@@ -156,10 +156,15 @@ def _print(
             f"{r['fast_p50_ms']:.3f} / {r['fast_p95_ms']:.3f}",
             f"{r['reference_p50_ms']:.1f} / {r['reference_p95_ms']:.1f}",
             f"{r['speedup_p50']:.0f}x",
+            f"{r['speedup_cpu_p50']:.0f}x",
             f"{r['top10_agreement']:.0%} of {r['reference_queries']}",
         )
     console.print(table)
-    table = Table("op", "p50 ms", "p95 ms", "note", title="dense retrieval")
+    table = Table(
+        "op", "p50 ms", "p95 ms", "CPU p50 ms", "note", title="dense retrieval (interleaved)"
+    )
     for r in dense:
-        table.add_row(r["op"], f"{r['p50_ms']:.3f}", f"{r['p95_ms']:.3f}", r["note"])
+        table.add_row(
+            r["op"], f"{r['p50_ms']:.3f}", f"{r['p95_ms']:.3f}", f"{r['cpu_p50_ms']:.3f}", r["note"]
+        )
     console.print(table)

@@ -2,7 +2,8 @@
 
 Documents are the pages of ``generate_world(size, seed)`` (title and sentences joined);
 queries are question-like strings built from random entity names and relation words. Both
-implementations are timed through :class:`BM25Retriever` (tokenising and top-10 included).
+implementations are timed through :class:`BM25Retriever` (tokenising and top-10 included),
+query by query, alternating which goes first, on wall and CPU clocks; medians (p50) compare.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from agentgym.core.timing import timed
 from agentgym.envs.search.data import document
 from agentgym.envs.search.retrieval.bm25 import BM25Retriever
 from agentgym.envs.search.world import World, generate_world
@@ -58,16 +60,32 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def _latencies_ms(
-    retriever: BM25Retriever, queries: Sequence[str]
-) -> tuple[list[list[int]], np.ndarray]:
-    """Top-10 of every query and its latency in milliseconds (after one warm-up query)."""
-    retriever.search(queries[0], TOP_K)
-    results, times = [], []
-    for query in queries:
-        start = time.perf_counter()
-        results.append(retriever.search(query, TOP_K))
-        times.append((time.perf_counter() - start) * 1e3)
-    return results, np.asarray(times)
+    sides: dict[str, BM25Retriever], queries: Sequence[str], paired: int
+) -> tuple[dict[str, list[list[int]]], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Top-10 of every query per side, with its wall and CPU latency in milliseconds.
+
+    The first ``paired`` queries go to every side, alternating which side goes first from
+    query to query; the rest to the first side only (the fast one: the slow reference is
+    bounded). Each side answers one warm-up query first.
+    """
+    names = list(sides)
+    hits: dict[str, list[list[int]]] = {n: [] for n in names}
+    wall: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
+    for retriever in sides.values():
+        retriever.search(queries[0], TOP_K)
+    for i, query in enumerate(queries):
+        order = names if i % 2 == 0 else names[::-1]
+        for name in order if i < paired else names[:1]:
+            result, sample = timed(lambda r=sides[name], q=query: r.search(q, TOP_K))
+            hits[name].append(result)
+            wall[name].append(sample.wall_s * 1e3)
+            cpu[name].append(sample.cpu_s * 1e3)
+    return (
+        hits,
+        {n: np.asarray(v) for n, v in wall.items()},
+        {n: np.asarray(v) for n, v in cpu.items()},
+    )
 
 
 def _row(size: int, queries: int, seed: int) -> dict[str, Any]:
@@ -77,12 +95,13 @@ def _row(size: int, queries: int, seed: int) -> dict[str, Any]:
     n_reference = max(1, min(queries, REFERENCE_DOC_QUERIES // size))
     fast, fast_build_s = _timed(lambda: BM25Retriever(texts))
     reference, reference_build_s = _timed(lambda: BM25Retriever(texts, impl="reference"))
-    fast_hits, fast_ms = _latencies_ms(fast, query_texts)
-    reference_hits, reference_ms = _latencies_ms(reference, query_texts[:n_reference])
-    agree = [a == b for a, b in zip(fast_hits, reference_hits, strict=False)]
+    hits, wall, cpu = _latencies_ms(
+        {"fast": fast, "reference": reference}, query_texts, n_reference
+    )
+    agree = [a == b for a, b in zip(hits["fast"], hits["reference"], strict=False)]
     fast_p50, reference_p50 = (
-        float(np.percentile(fast_ms, 50)),
-        float(np.percentile(reference_ms, 50)),
+        float(np.percentile(wall["fast"], 50)),
+        float(np.percentile(wall["reference"], 50)),
     )
     return {
         "size": size,
@@ -91,10 +110,14 @@ def _row(size: int, queries: int, seed: int) -> dict[str, Any]:
         "fast_build_s": fast_build_s,
         "reference_build_s": reference_build_s,
         "fast_p50_ms": fast_p50,
-        "fast_p95_ms": float(np.percentile(fast_ms, 95)),
+        "fast_p95_ms": float(np.percentile(wall["fast"], 95)),
         "reference_p50_ms": reference_p50,
-        "reference_p95_ms": float(np.percentile(reference_ms, 95)),
+        "reference_p95_ms": float(np.percentile(wall["reference"], 95)),
         "speedup_p50": reference_p50 / fast_p50,
+        "fast_cpu_p50_ms": float(np.percentile(cpu["fast"], 50)),
+        "reference_cpu_p50_ms": float(np.percentile(cpu["reference"], 50)),
+        "speedup_cpu_p50": float(np.percentile(cpu["reference"], 50))
+        / max(float(np.percentile(cpu["fast"], 50)), 1e-9),
         "top10_agreement": float(np.mean(agree)),
     }
 

@@ -1,13 +1,19 @@
-"""Dense retrieval speed: faiss search at corpus scale and query encoding, timed apart."""
+"""Dense retrieval speed: faiss search at corpus scale and query encoding, timed apart.
+
+The searches (faiss with its threads, faiss on one thread, ours) are timed query by query,
+interleaved with the order alternating, on wall and CPU clocks (CPU time counts every
+thread, so a multi-threaded search shows more CPU than wall time).
+"""
 
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
+from agentgym.core.timing import timed
 
 K = 10
 WARMUP = 3
@@ -48,25 +54,45 @@ def _unit_rows(n: int, rng: np.random.Generator, dim: int) -> np.ndarray:
     return vectors
 
 
-def _timed_ms(calls: Sequence[Callable[[], Any]]) -> tuple[list[Any], np.ndarray]:
-    """Each call's result and wall time in milliseconds, after a few untimed warm-up calls."""
-    for call in calls[:WARMUP]:
-        call()
-    results, times = [], []
-    for call in calls:
-        start = time.perf_counter()
-        results.append(call())
-        times.append((time.perf_counter() - start) * 1000)
-    return results, np.array(times)
+def _timed_ms(calls: Sequence[Callable[[], Any]]) -> tuple[list[Any], np.ndarray, np.ndarray]:
+    """Each call's result, wall and CPU time in ms, after a few untimed warm-up calls."""
+    return _alternating_ms({"only": calls})["only"]
 
 
-def _row(op: str, n_docs: int, times_ms: np.ndarray, note: str) -> dict[str, Any]:
+def _alternating_ms(
+    sides: dict[str, Sequence[Callable[[], Any]]],
+) -> dict[str, tuple[list[Any], np.ndarray, np.ndarray]]:
+    """Per side: each call's result, wall and CPU time in ms (the sides' calls interleaved).
+
+    Call ``i`` of every side runs before call ``i + 1`` of any, the sides taken in turn in
+    the given order for even ``i`` and in reverse for odd ``i``, after a few untimed warm-up
+    calls of each, so drift on the host hits every side alike.
+    """
+    names = list(sides)
+    for name in names:
+        for call in sides[name][:WARMUP]:
+            call()
+    done: dict[str, tuple[list[Any], list[float], list[float]]] = {n: ([], [], []) for n in names}
+    for i in range(max(len(c) for c in sides.values())):
+        for name in names if i % 2 == 0 else names[::-1]:
+            if i < len(sides[name]):
+                result, sample = timed(sides[name][i])
+                done[name][0].append(result)
+                done[name][1].append(sample.wall_s * 1000)
+                done[name][2].append(sample.cpu_s * 1000)
+    return {n: (r, np.array(w), np.array(c)) for n, (r, w, c) in done.items()}
+
+
+def _row(
+    op: str, n_docs: int, times_ms: np.ndarray, cpu_ms: np.ndarray, note: str
+) -> dict[str, Any]:
     return {
         "op": op,
         "n_docs": n_docs,
         "queries": len(times_ms),
         "p50_ms": round(float(np.percentile(times_ms, 50)), 3),
         "p95_ms": round(float(np.percentile(times_ms, 95)), 3),
+        "cpu_p50_ms": round(float(np.percentile(cpu_ms, 50)), 3),
         "note": note,
     }
 
@@ -98,36 +124,48 @@ def dense_rows(n_docs: int = 100_000, queries: int = 100, seed: int = 0) -> list
     texts = _questions(queries, rng)
     dense.load_encoder()
     encoders: list[Callable[[], Any]] = [functools.partial(dense.encode, [t]) for t in texts]
-    encoded, encode_ms = _timed_ms(encoders)
+    encoded, encode_ms, encode_cpu = _timed_ms(encoders)
 
     vectors = _unit_rows(n_docs, rng, dense.DIM)
     index = faiss.IndexFlatIP(dense.DIM)
     index.add(vectors)
     ours = dense.DenseRetriever._from_parts([f"doc {i}" for i in range(n_docs)], vectors)
-    searches: list[Callable[[], Any]] = [functools.partial(index.search, v, K) for v in encoded]
-    _, search_ms = _timed_ms(searches)
     threads = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        _, single_ms = _timed_ms(searches)
-    finally:
-        faiss.omp_set_num_threads(threads)
-    mine: list[Callable[[], Any]] = [functools.partial(ours.search_vector, v, K) for v in encoded]
-    _, ours_ms = _timed_ms(mine)
+
+    def one_thread(v: np.ndarray) -> Any:
+        faiss.omp_set_num_threads(1)
+        try:
+            return index.search(v, K)
+        finally:
+            faiss.omp_set_num_threads(threads)
+
+    timed_sides = _alternating_ms(
+        {
+            "faiss": [functools.partial(index.search, v, K) for v in encoded],
+            "faiss 1 thread": [functools.partial(one_thread, v) for v in encoded],
+            "ours": [functools.partial(ours.search_vector, v, K) for v in encoded],
+        }
+    )
     note = "random unit float32 vectors as the corpus; query encoding excluded"
+    _, search_ms, search_cpu = timed_sides["faiss"]
+    _, single_ms, single_cpu = timed_sides["faiss 1 thread"]
+    _, ours_ms, ours_cpu = timed_sides["ours"]
+    flat = f"faiss IndexFlatIP search, top {K}"
     return [
-        _row(f"faiss IndexFlatIP search, top {K}", n_docs, search_ms, f"{note}; {threads} threads"),
-        _row(f"faiss IndexFlatIP search, top {K}", n_docs, single_ms, f"{note}; 1 thread"),
+        _row(flat, n_docs, search_ms, search_cpu, f"{note}; {threads} threads"),
+        _row(flat, n_docs, single_ms, single_cpu, f"{note}; 1 thread"),
         _row(
             f"DenseRetriever exact search, top {K}",
             n_docs,
             ours_ms,
+            ours_cpu,
             f"{note}; fp16 scan + exact float32 rescoring, 1 thread",
         ),
         _row(
             "query encoding (all-MiniLM-L6-v2, CPU, 1 thread)",
             0,
             encode_ms,
+            encode_cpu,
             "one short question per call; model load excluded",
         ),
     ]

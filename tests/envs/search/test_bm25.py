@@ -263,3 +263,24 @@ def test_bench_rows_on_a_tiny_world():
     assert row["reference_queries"] == 5
     assert row["top10_agreement"] == 1.0
     assert row["fast_p50_ms"] > 0 and row["reference_p50_ms"] > 0
+    assert row["fast_cpu_p50_ms"] > 0 and row["speedup_cpu_p50"] > 0  # both clocks
+
+
+def test_bench_interleaves_queries_alternating_which_side_goes_first():
+    from agentgym.envs.search.bench.bm25 import _latencies_ms
+
+    order: list[str] = []
+
+    class Side:
+        def __init__(self, name):
+            self.name = name
+
+        def search(self, query, k):
+            order.append(self.name)
+            return [len(query)]
+
+    hits, wall, cpu = _latencies_ms({"a": Side("a"), "b": Side("b")}, ["q0", "q1", "q22"], 2)
+    warmups, paired = ["a", "b"], ["a", "b", "b", "a"]
+    assert order == [*warmups, *paired, "a"]  # alternating pairs, then the first side alone
+    assert len(hits["a"]) == 3 and len(hits["b"]) == 2  # past `paired`, the first side alone
+    assert len(wall["a"]) == len(cpu["a"]) == 3
