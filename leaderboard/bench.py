@@ -20,9 +20,7 @@ import functools
 import hashlib
 import json
 import sqlite3
-import statistics
 import tempfile
-import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agentgym.core.canonical import canonical
+from agentgym.core.timing import Alternated, Sample, Stopwatch, alternate
 from agentgym.harness.evaluate import RunPlan, finish, header
 from agentgym.harness.results import EpisodeRecord, ResultsDoc
 from agentgym.harness.seeds import episode_seeds
@@ -78,17 +77,30 @@ def _apply(check: Callable[[Any], object], doc: Any, _: Any) -> object:
     return check(doc)
 
 
-def _median_s(
-    fn: Callable[[Any], object], repeats: int, setup: Callable[[], Any] = lambda: None
-) -> float:
-    """Median wall time of ``fn(setup())`` over ``repeats`` calls; ``setup`` is not timed."""
-    times = []
-    for _ in range(repeats):
-        arg = setup()
-        start = time.perf_counter()
-        fn(arg)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+Timed = tuple[Callable[[Any], object], Callable[[], Any]]
+"""A measured call and its untimed set-up: ``fn(setup())``."""
+
+
+def _alternated(sides: dict[str, Timed], repeats: int) -> Alternated:
+    """Every side ``repeats`` times, alternating the order round by round (one warm-up round).
+
+    Each call is ``fn(setup())`` with only ``fn`` timed, on wall and CPU clocks.
+    """
+
+    def side(fn: Callable[[Any], object], setup: Callable[[], Any]) -> Callable[[], Sample]:
+        def call() -> Sample:
+            arg = setup()
+            with Stopwatch() as watch:
+                fn(arg)
+            return watch.sample
+
+        return call
+
+    return alternate({n: side(*t) for n, t in sides.items()}, repeats=repeats, warmup=1)
+
+
+def _none() -> None:
+    return None
 
 
 def _fresh_db(folder: Path) -> Leaderboard:
@@ -115,30 +127,59 @@ def _submit_rows(folder: Path, doc: dict[str, Any], raw: bytes, repeats: int) ->
     """Rows for parse, each check, storage and the whole submit, in seconds."""
     check_submission(doc)  # warm caches (schema, env data hash) as a long-lived server has them
     n = len(doc["episodes"])
-    timed: list[tuple[str, float, str]] = [
-        ("json.loads (peer)", _median_s(lambda _: json.loads(raw), repeats), "parse only"),
-    ]
-    for check in CHECKS:
-        seconds = _median_s(functools.partial(_apply, check, doc), repeats)
-        timed.append((f"validate: {check.__name__}", seconds, "part of validation"))
-    validation = _median_s(lambda _: check_submission(doc), repeats)
-    fresh = lambda: _fresh_db(folder)  # noqa: E731
-    # storage as submit does it: content hash, compression, one transaction
-    storage = _median_s(lambda lb: lb._insert(doc, "bench", canonical(doc)), repeats, fresh)
+    fresh = functools.partial(_fresh_db, folder)
     body = zlib.compress(canonical(doc), ZLIB_LEVEL)
-    raw_insert = _median_s(lambda c: _raw_blob_insert(c, body), repeats, lambda: _raw_db(folder))
-    total = _median_s(lambda lb: lb.submit(doc), repeats, fresh)
-    timed += [
-        ("validation (all checks)", validation, f"{n} episodes"),
-        (
+    whole = _alternated(
+        {
+            "submit": (lambda lb: lb.submit(doc), fresh),
+            "json.loads": (lambda _: json.loads(raw), _none),
+        },
+        repeats,
+    )
+    # storage as submit does it: content hash, compression, one transaction
+    store = _alternated(
+        {
+            "storage": (lambda lb: lb._insert(doc, "bench", canonical(doc)), fresh),
+            "raw": (lambda c: _raw_blob_insert(c, body), functools.partial(_raw_db, folder)),
+        },
+        repeats,
+    )
+    checks = _alternated(
+        {
+            **{c.__name__: (functools.partial(_apply, c, doc), _none) for c in CHECKS},
+            "validation": (lambda _: check_submission(doc), _none),
+        },
+        repeats,
+    )
+    rows = [_ms_row("json.loads (peer)", whole, "json.loads", "parse only")]
+    for check in CHECKS:
+        rows.append(
+            _ms_row(f"validate: {check.__name__}", checks, check.__name__, "part of validation")
+        )
+    return [
+        *rows,
+        _ms_row("validation (all checks)", checks, "validation", f"{n} episodes"),
+        _ms_row(
             "storage (canonical JSON, hash, compress, 1 transaction)",
-            storage,
+            store,
+            "storage",
             f"{len(body) >> 10} KiB stored",
         ),
-        ("raw sqlite blob insert (peer)", raw_insert, "same blob, no hashing or compression"),
-        ("submit (validation + storage)", total, "fresh database each time"),
+        _ms_row(
+            "raw sqlite blob insert (peer)", store, "raw", "same blob, no hashing or compression"
+        ),
+        _ms_row("submit (validation + storage)", whole, "submit", "fresh database each time"),
     ]
-    return [{"measure": m, "ms": round(s * 1000, 2), "note": note} for m, s, note in timed]
+
+
+def _ms_row(measure: str, timed: Alternated, side: str, note: str) -> dict[str, Any]:
+    """One table row: the side's median milliseconds on both clocks."""
+    return {
+        "measure": measure,
+        "ms": round(timed.median(side) * 1000, 2),
+        "cpu_ms": round(timed.median(side, "cpu") * 1000, 2),
+        "note": note,
+    }
 
 
 def _render_rows(folder: Path, render: Render, submissions: int, repeats: int) -> list[dict]:
@@ -149,12 +190,13 @@ def _render_rows(folder: Path, render: Render, submissions: int, repeats: int) -
         if i == 0:
             check_submission(doc)  # the rest are made the same way; store them directly
         lb._insert(doc, f"agent {i}", canonical(doc))
-    render_s = _median_s(lambda _: render(lb), repeats)
-    rows_s = _median_s(lambda _: lb.rows(), repeats)
+    timed = _alternated(
+        {"render": (lambda _: render(lb), _none), "rows": (lambda _: lb.rows(), _none)}, repeats
+    )
     note = f"{submissions} submissions"
     return [
-        {"measure": "page render", "ms": round(render_s * 1000, 2), "note": note},
-        {"measure": "Leaderboard.rows() (peer)", "ms": round(rows_s * 1000, 2), "note": note},
+        _ms_row("page render", timed, "render", note),
+        _ms_row("Leaderboard.rows() (peer)", timed, "rows", note),
     ]
 
 
@@ -184,7 +226,7 @@ def run(
         ``quick``) and the env page's render time with 1,000 submissions (100 when
         ``quick``).
     """
-    episodes, submissions, repeats = (1_000, 100, 1) if quick else (10_000, 1_000, 3)
+    episodes, submissions, repeats = (1_000, 100, 2) if quick else (10_000, 1_000, 5)
     doc = synthetic_results(episodes)
     raw = json.dumps(doc, indent=1).encode()  # as eval writes it
     with tempfile.TemporaryDirectory(prefix="agentgym-bench-") as tmp:
@@ -211,9 +253,15 @@ def run(
 
 
 def _print(console: Console, rows: list[dict], ratios: dict[str, float], episodes: int) -> None:
-    table = Table("measure", "ms", "note", title=f"leaderboard: submit a {episodes}-episode file")
+    table = Table(
+        "measure",
+        "ms",
+        "CPU ms",
+        "note",
+        title=f"leaderboard: submit a {episodes}-episode file (medians of alternating runs)",
+    )
     for r in rows:
-        table.add_row(r["measure"], f"{r['ms']:.2f}", r["note"])
+        table.add_row(r["measure"], f"{r['ms']:.2f}", f"{r['cpu_ms']:.2f}", r["note"])
     for name, ratio in ratios.items():
-        table.add_row(name, f"{ratio:.1f}x", "ratio")
+        table.add_row(name, f"{ratio:.1f}x", "", "ratio")
     console.print(table)
