@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
 import importlib
 import json
+import pickle
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -15,6 +15,7 @@ from agentgym.core.env import AgentEnv, Transition
 from agentgym.core.errors import BadInput, ResetNeeded
 from agentgym.core.spaces import String
 from agentgym.envs.tools.backend import TASK_TYPES, Domain, Task, ToolFailure
+from agentgym.envs.tools.digest import MOD, StateDigest, dump, seen_sum, state_key, text_hash
 from agentgym.envs.tools.grammar import GRAMMAR, parse_action, reason
 from agentgym.envs.tools.rewards import canonical, hierr, missing_facts, tool_exact_match
 from agentgym.envs.tools.scheduler import LatencyModel, Scheduler
@@ -29,52 +30,15 @@ PER_TYPE = {"train": 40, "val": 10, "test": 10}
 """Tasks of each type per split (the domain generates their sum)."""
 
 
-class StateDigest:
-    """A digest of the backend state that re-serialises only what a write touched.
+@dataclass(frozen=True)
+class Gold:
+    """What scoring needs of a task's gold calls, computed once per task."""
 
-    Each entity of a top-level collection (``state[top][key]``) keeps its own sha1; a write
-    call's resource paths (``top/key/...``, or ``top`` for a whole collection) drop the
-    entries they name, and top-level scalars (id counters) are always re-read. The digest
-    equals a full recomputation as long as a domain's ``resources`` name every top-level
-    collection and entity a write changes (tests/envs/tools check this for every domain).
-    """
-
-    def __init__(self, cache: dict[tuple[str, str], bytes] | None = None):
-        """Start from a copy of the entity digests in ``cache`` (none if None)."""
-        self.cache: dict[tuple[str, str], bytes] = dict(cache or {})
-        self.tops: dict[str, bytes] = {}  # per collection, from its entities' digests
-
-    def invalidate(self, paths: list[str]) -> None:
-        """Forget the entities that ``paths`` name."""
-        for path in paths:
-            top, _, rest = path.partition("/")
-            self.tops.pop(top, None)
-            if rest:
-                self.cache.pop((top, rest.partition("/")[0]), None)
-            else:
-                for key in [k for k in self.cache if k[0] == top]:
-                    del self.cache[key]
-
-    def hexdigest(self, state: dict[str, Any]) -> str:
-        """The state's digest (equal states give equal digests)."""
-        out = hashlib.sha1()
-        for top in sorted(state):
-            value = state[top]
-            if not isinstance(value, dict):
-                out.update(f"{top}={_dump(value)};".encode())
-                continue
-            combined = self.tops.get(top)
-            if combined is None:
-                part = hashlib.sha1()
-                for key in sorted(value):
-                    digest = self.cache.get((top, key))
-                    if digest is None:
-                        digest = hashlib.sha1(_dump(value[key]).encode()).digest()
-                        self.cache[(top, key)] = digest
-                    part.update(f"{key}=".encode() + digest)
-                combined = self.tops[top] = part.digest()
-            out.update(f"{top}/".encode() + combined)
-        return out.hexdigest()
+    turns: list[list[dict[str, Any]]]
+    """the gold calls as JSON, by turn."""
+    counts: Counter[str]
+    """how many times each distinct call (``canonical``) appears."""
+    total: int
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,13 +51,30 @@ class World:
     splits: dict[str, tuple[str, ...]]
     validator: Validator
     gold_states: dict[str, str] = field(default_factory=dict)
+    state_pickle: bytes = b""
+    """the initial state pickled: a reset unpickles it (faster than parsing the JSON)."""
     digest: StateDigest = field(default_factory=StateDigest)
-    """entity digests of the initial state, copied at each reset."""
+    """the initial state's digest, copied at each reset."""
+    golds: dict[str, Gold] = field(default_factory=dict)
 
     @functools.cached_property
     def tools_text(self) -> str:
         """The tools' JSON specs, one per line (computed once)."""
         return "\n".join(json.dumps(t.spec()) for t in self.domain.tools())
+
+    @functools.cached_property
+    def tool_names(self) -> str:
+        """The tools' names, comma-separated (computed once)."""
+        return ", ".join(self.validator.tools)
+
+    def gold(self, task_id: str) -> Gold:
+        """The task's gold calls as scoring reads them (cached)."""
+        found = self.golds.get(task_id)
+        if found is None:
+            turns = [[c.to_json() for c in turn] for turn in self.tasks[task_id].gold_calls]
+            counts = Counter(canonical(c) for turn in turns for c in turn)
+            found = self.golds[task_id] = Gold(turns, counts, sum(counts.values()))
+        return found
 
     def gold_state(self, task_id: str) -> str:
         """The digest of the backend state after the task's gold calls (cached)."""
@@ -123,17 +104,14 @@ def _world(domain_name: str, seed: int) -> World:
             start += n
     world = World(
         domain=domain,
-        state_json=_dump(state),
+        state_json=dump(state),
+        state_pickle=pickle.dumps(json.loads(dump(state)), protocol=pickle.HIGHEST_PROTOCOL),
         tasks={t.id: t for t in tasks},
         splits={s: tuple(ids) for s, ids in splits.items()},
         validator=Validator(domain.tools()),
     )
     world.digest.hexdigest(state)  # every entity's digest, once
     return world
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass
@@ -241,6 +219,9 @@ class ToolsEnv(AgentEnv[str, str]):
         self._ep = _Episode()
         self._state: dict[str, Any] = {}
         self._digest = StateDigest()
+        self._seen = 0  # seen_sum(self._ep.seen), kept up to date
+        self._made: Counter[str] = Counter()  # canonical valid calls made
+        self._matched = 0  # of them, those the gold calls still had room for
         self._scheduler: Scheduler | None = None
 
     # ------------------------------------------------------------------ tasks
@@ -280,9 +261,9 @@ class ToolsEnv(AgentEnv[str, str]):
     # ------------------------------------------------------------------ episode
     def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
         self._ep = _Episode()
-        self._state = json.loads(self._world.state_json)
-        self._digest = StateDigest(self._world.digest.cache)
-        self._digest.tops = dict(self._world.digest.tops)
+        self._state = pickle.loads(self._world.state_pickle)
+        self._digest = self._world.digest.copy()
+        self._seen, self._made, self._matched = 0, Counter(), 0
         self._scheduler = Scheduler() if self.async_calls else None
         obs = self._render([], first=True)
         return obs, self._info(valid=True, segments=[], calls=[], components={})
@@ -336,14 +317,16 @@ class ToolsEnv(AgentEnv[str, str]):
             tool = self._world.validator.tools[block.name]
             domain = self._world.domain
             reads, writes = domain.resources(block.name, block.arguments)
-            changes = []
-            if tool.writes:
-                changes = domain.changes(self._state, block.name, block.arguments)
+            changes = (
+                domain.changes(self._state, block.name, call["arguments"]) if tool.writes else None
+            )
             try:
                 result = domain.call(self._state, block.name, copy.deepcopy(block.arguments))
                 ok = True
                 valid_calls.append(call)
-                self._digest.invalidate(changes)
+                self._count_made(call)
+                if changes is not None:
+                    self._digest.invalidate(changes)
             except ToolFailure as failure:
                 all_ok, ok = False, False
                 result = error(failure.code, block.name, failure.message)
@@ -366,10 +349,18 @@ class ToolsEnv(AgentEnv[str, str]):
                 lines.append(self._result_line(future.id, future.name, future.result, future.ok))
         return self._step_result(lines, all_ok, segments, parsed_calls, terminal=False)
 
+    def _count_made(self, call: dict[str, Any]) -> None:
+        """Count a valid call towards progress (a gold call's copies count once each)."""
+        key = canonical(call)
+        if self._made[key] < self._world.gold(self.task.id).counts[key]:
+            self._matched += 1
+        self._made[key] += 1
+
     def _result_line(self, ref: Any, name: str, result: Any, ok: bool) -> str:
         shown = json.dumps(result)
         if ok:
             self._ep.seen.append(shown)
+            self._seen = (self._seen + text_hash(shown)) % MOD
         label = f"Call {ref}" if isinstance(ref, int) else f"Future {ref}"
         return f"{label} ({name}) {'result' if ok else 'error'}: {shown}"
 
@@ -410,7 +401,7 @@ class ToolsEnv(AgentEnv[str, str]):
     def _judge(self) -> dict[str, float]:
         """success, HierR, Tool-Exact-Match and omission of the episode so far."""
         task, ep = self.task, self._ep
-        gold_turns = [[c.to_json() for c in turn] for turn in task.gold_calls]
+        gold_turns = self._world.gold(task.id).turns
         pred_turns = [t for t in ep.calls if t]
         layers = hierr(pred_turns, gold_turns, ep.all_valid)
         pred = [c for t in pred_turns for c in t]
@@ -434,11 +425,8 @@ class ToolsEnv(AgentEnv[str, str]):
         }
 
     def _progress(self) -> float:
-        gold = [c.to_json() for turn in self.task.gold_calls for c in turn]
-        if not gold:
-            return 0.0
-        made = Counter(canonical(c) for t in self._ep.calls for c in t)
-        return sum((made & Counter(map(canonical, gold))).values()) / len(gold)
+        total = self._world.gold(self.task.id).total
+        return self._matched / total if total else 0.0
 
     def check_answer(self, text: str) -> float:
         """The share of the task's answer facts that ``text`` contains (1.0 when it has none)."""
@@ -454,7 +442,7 @@ class ToolsEnv(AgentEnv[str, str]):
         if first:
             head += ["", "Tools (JSON Schema):", self._world.tools_text]
         else:
-            head += [f"Tools: {', '.join(self._world.validator.tools)}"]
+            head += [f"Tools: {self._world.tool_names}"]
         body = ["", *lines] if lines else []
         turn = f"Turn {self._turn + 1} of {self.max_turns}. {GRAMMAR}"
         return "\n".join([*head, *body, "", turn])
@@ -464,16 +452,13 @@ class ToolsEnv(AgentEnv[str, str]):
         return f"User: {self.task.request}\nYou replied to the user: {verdict}."
 
     def _state_key(self) -> str:
-        blob = "|".join(
-            [
-                self.task.id,
-                self._digest.hexdigest(self._state),
-                "\x00".join(sorted(self._ep.seen)),
-                str(self._ep.asked),
-                str(self._ep.summary is not None),
-            ]
-        )
-        return hashlib.sha1(blob.encode()).hexdigest()
+        """The task, the backend's digest, the results seen and the flags, hashed.
+
+        Every part is kept up to date incrementally (see :mod:`agentgym.envs.tools.digest`).
+        """
+        digest = self._digest.hexdigest(self._state)
+        ep = self._ep
+        return state_key(self.task.id, digest, self._seen, ep.asked, ep.summary is not None)
 
     def _info(
         self,
@@ -536,14 +521,21 @@ class ToolsEnv(AgentEnv[str, str]):
     def _get_state(self) -> dict[str, Any]:
         ep = asdict(self._ep)
         ep["scheduler"] = self._scheduler.state() if self._scheduler is not None else None
-        return {"episode": ep, "backend": self._state}
+        # JSON text keeps the entities' key order (a snapshot's canonical form sorts keys),
+        # so results read from the state render the same after a restore
+        return {"episode": ep, "backend": json.dumps(self._state, separators=(",", ":"))}
 
     def _set_state(self, state: dict[str, Any]) -> None:
         ep = dict(state["episode"])
         scheduler = ep.pop("scheduler")
         self._ep = _Episode(**ep)
-        self._state = copy.deepcopy(state["backend"])
-        self._digest = StateDigest()
+        backend = state["backend"]
+        self._state = json.loads(backend) if isinstance(backend, str) else copy.deepcopy(backend)
+        self._digest = StateDigest()  # re-hashed in full once, then kept up to date
+        self._seen = seen_sum(self._ep.seen)
+        self._made, self._matched = Counter(), 0
+        for call in (c for turn in self._ep.calls for c in turn):
+            self._count_made(call)
         self._scheduler = Scheduler.from_state(scheduler) if scheduler is not None else None
 
 
