@@ -44,6 +44,17 @@ def register() -> None:
                 description=f"Schema-guided mock APIs with asynchronous calls: {what}{note}",
                 kwargs={"async_calls": True, **extra},
             )
+        # v2 (async only): futures run on across turns, an action waits only for the results
+        # it uses; the v0 and v1 async ids keep gathering each turn's calls
+        _register(
+            f"agentgym/Tools-{name}-Async-v2",
+            entry,
+            family="tools",
+            description=(
+                f"Schema-guided mock APIs with asynchronous calls that overlap across turns: {what}"
+            ),
+            kwargs={"async_calls": True, "overlap": "cross", "grammar_in_errors": False},
+        )
     from agentgym.envs.tools.bfcl import register_ids
 
     register_ids(_register)

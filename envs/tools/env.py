@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import copy
-import functools
-import hashlib
-import importlib
 import json
+import pickle
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -14,126 +13,22 @@ from typing import Any
 from agentgym.core.env import AgentEnv, Transition
 from agentgym.core.errors import BadInput, ResetNeeded
 from agentgym.core.spaces import String
-from agentgym.envs.tools.backend import TASK_TYPES, Domain, Task, ToolFailure
+from agentgym.envs.tools.backend import Task, ToolFailure
+from agentgym.envs.tools.digest import MOD, StateDigest, seen_sum, state_key, text_hash
 from agentgym.envs.tools.grammar import GRAMMAR, parse_action, reason
+from agentgym.envs.tools.latency import LatencyModel
+from agentgym.envs.tools.realclock import RealClock
 from agentgym.envs.tools.rewards import canonical, hierr, missing_facts, tool_exact_match
-from agentgym.envs.tools.scheduler import LatencyModel, Scheduler
-from agentgym.envs.tools.schema import Validator, error
+from agentgym.envs.tools.scheduler import Scheduler
+from agentgym.envs.tools.schema import error
+from agentgym.envs.tools.timeline import Timeline
+from agentgym.envs.tools.world import DOMAINS, _world
 
-DOMAINS = {
-    "ecommerce": "agentgym.envs.tools.domains.ecommerce:EcommerceDomain",
-    "accounts": "agentgym.envs.tools.domains.accounts:AccountsDomain",
-    "travel": "agentgym.envs.tools.domains.travel:TravelDomain",
-}
-PER_TYPE = {"train": 40, "val": 10, "test": 10}
-"""Tasks of each type per split (the domain generates their sum)."""
-
-
-class StateDigest:
-    """A digest of the backend state that re-serialises only what a write touched.
-
-    Each entity of a top-level collection (``state[top][key]``) keeps its own sha1; a write
-    call's resource paths (``top/key/...``, or ``top`` for a whole collection) drop the
-    entries they name, and top-level scalars (id counters) are always re-read. The digest
-    equals a full recomputation as long as a domain's ``resources`` name every top-level
-    collection and entity a write changes (tests/envs/tools check this for every domain).
-    """
-
-    def __init__(self, cache: dict[tuple[str, str], bytes] | None = None):
-        """Start from a copy of the entity digests in ``cache`` (none if None)."""
-        self.cache: dict[tuple[str, str], bytes] = dict(cache or {})
-        self.tops: dict[str, bytes] = {}  # per collection, from its entities' digests
-
-    def invalidate(self, paths: list[str]) -> None:
-        """Forget the entities that ``paths`` name."""
-        for path in paths:
-            top, _, rest = path.partition("/")
-            self.tops.pop(top, None)
-            if rest:
-                self.cache.pop((top, rest.partition("/")[0]), None)
-            else:
-                for key in [k for k in self.cache if k[0] == top]:
-                    del self.cache[key]
-
-    def hexdigest(self, state: dict[str, Any]) -> str:
-        """The state's digest (equal states give equal digests)."""
-        out = hashlib.sha1()
-        for top in sorted(state):
-            value = state[top]
-            if not isinstance(value, dict):
-                out.update(f"{top}={_dump(value)};".encode())
-                continue
-            combined = self.tops.get(top)
-            if combined is None:
-                part = hashlib.sha1()
-                for key in sorted(value):
-                    digest = self.cache.get((top, key))
-                    if digest is None:
-                        digest = hashlib.sha1(_dump(value[key]).encode()).digest()
-                        self.cache[(top, key)] = digest
-                    part.update(f"{key}=".encode() + digest)
-                combined = self.tops[top] = part.digest()
-            out.update(f"{top}/".encode() + combined)
-        return out.hexdigest()
-
-
-@dataclass(frozen=True, eq=False)
-class World:
-    """Everything fixed per id: the domain, its initial state (as JSON), the tasks."""
-
-    domain: Domain
-    state_json: str
-    tasks: dict[str, Task]
-    splits: dict[str, tuple[str, ...]]
-    validator: Validator
-    gold_states: dict[str, str] = field(default_factory=dict)
-    digest: StateDigest = field(default_factory=StateDigest)
-    """entity digests of the initial state, copied at each reset."""
-
-    @functools.cached_property
-    def tools_text(self) -> str:
-        """The tools' JSON specs, one per line (computed once)."""
-        return "\n".join(json.dumps(t.spec()) for t in self.domain.tools())
-
-    def gold_state(self, task_id: str) -> str:
-        """The digest of the backend state after the task's gold calls (cached)."""
-        if task_id not in self.gold_states:
-            state = json.loads(self.state_json)
-            for turn in self.tasks[task_id].gold_calls:
-                for call in turn:
-                    self.domain.call(state, call.name, copy.deepcopy(call.arguments))
-            self.gold_states[task_id] = StateDigest().hexdigest(state)
-        return self.gold_states[task_id]
-
-
-@functools.cache
-def _world(domain_name: str, seed: int) -> World:
-    module, _, cls = DOMAINS[domain_name].partition(":")
-    domain: Domain = getattr(importlib.import_module(module), cls)()
-    state = domain.build(seed)
-    tasks = domain.tasks(copy.deepcopy(state), seed, sum(PER_TYPE.values()))
-    by_type: dict[str, list[str]] = {t: [] for t in TASK_TYPES}
-    for task in tasks:
-        by_type[task.task_type].append(task.id)
-    splits: dict[str, list[str]] = {s: [] for s in PER_TYPE}
-    for ids in by_type.values():
-        start = 0
-        for split, n in PER_TYPE.items():
-            splits[split].extend(ids[start : start + n])
-            start += n
-    world = World(
-        domain=domain,
-        state_json=_dump(state),
-        tasks={t.id: t for t in tasks},
-        splits={s: tuple(ids) for s, ids in splits.items()},
-        validator=Validator(domain.tools()),
-    )
-    world.digest.hexdigest(state)  # every entity's digest, once
-    return world
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+_THINK_ONLY = re.compile(r"\s*(?:<think>.*?</think>\s*)+", re.DOTALL | re.IGNORECASE)
+CROSS_NOTE = (
+    "Calls run as futures across turns: each result arrives in the first observation after "
+    "it finishes; an action of <think> blocks alone waits for the next one."
+)
 
 
 @dataclass
@@ -187,21 +82,28 @@ class ToolsEnv(AgentEnv[str, str]):
     while the agent keeps writing: calls are issued when their block is written, calls on
     conflicting resources (the domain's read/write tree) run in issue order and the rest
     concurrently; a turn's observation comes when its calls have all finished (a gather).
-    In sync mode the agent waits for each call in turn. Latencies come from a seeded model
-    (:class:`~agentgym.envs.tools.scheduler.LatencyModel`); ``unwrapped.clock_ms`` is the
-    episode's virtual time. The final backend state is the same in both modes.
+    In sync mode the agent waits for each call in turn. With ``overlap="cross"`` (the
+    ``-Async-v2`` ids) futures run on across turns: an action first waits for the pending
+    results it uses, each result arrives in the first observation after it finishes, and a
+    ``<think>``-only action waits for the next one. Latencies come from a seeded, heavy-tailed
+    model per tool kind (:mod:`agentgym.envs.tools.latency`); ``unwrapped.clock_ms`` is the
+    episode's virtual time; ``clock="real"`` makes calls and writing really sleep (times
+    ``clock_scale``) for wall-time measurements. The final backend state is the same in
+    every mode.
 
     ## Termination
     Terminates on a summary; truncates after ``max_turns`` turns (10 by default).
 
     ## Registered ids
     ``agentgym/Tools-{Ecommerce,Accounts,Travel}-v0`` and their ``-Async-v0`` twins;
-    ``-v1`` and ``-Async-v1`` ids of each domain (``grammar_in_errors=False``).
+    ``-v1`` and ``-Async-v1`` ids of each domain (``grammar_in_errors=False``);
+    ``-Async-v2`` (v1's text, futures across turns).
 
     ## Version history
     v0: first version.
     v1: the reason given for an invalid action no longer repeats the grammar, which the
     observation's last line states anyway (so it appeared twice).
+    v2 (async): futures overlap across turns (``overlap="cross"``).
     """
 
     family = "tools"
@@ -213,6 +115,9 @@ class ToolsEnv(AgentEnv[str, str]):
         world_seed: int = 0,
         tool_latency_scale: float = 1.0,
         grammar_in_errors: bool = True,
+        overlap: str = "turn",
+        clock: str = "virtual",
+        clock_scale: float = 1.0,
         **kwargs: Any,
     ):
         """Create the env (a subclass per domain names it).
@@ -224,6 +129,11 @@ class ToolsEnv(AgentEnv[str, str]):
                 50–400 ms; 10: slow third-party APIs).
             grammar_in_errors: repeat the grammar after an invalid action's reason (the v0
                 ids; the v1 ids give the reason alone).
+            overlap: with ``async_calls``, "turn" gathers a turn's futures before its
+                observation (v0, v1); "cross" lets them run on across turns (v2).
+            clock: "virtual" (no waiting) or "real": calls and the agent's writing really
+                sleep, for measuring wall time (see ``envs/tools/realclock.py``).
+            clock_scale: real seconds slept per virtual second in the real clock mode.
             **kwargs: split, privileged, max_turns, render_mode (see ``AgentEnv``).
         """
         if self.domain not in DOMAINS:
@@ -236,12 +146,21 @@ class ToolsEnv(AgentEnv[str, str]):
         if not tool_latency_scale > 0:
             raise BadInput(f"tool_latency_scale must be > 0, got {tool_latency_scale}")
         self.latency = LatencyModel(seed=self.world_seed, tool_scale=float(tool_latency_scale))
+        if overlap not in ("turn", "cross"):
+            raise BadInput(f"overlap must be 'turn' or 'cross', got {overlap!r}")
+        if clock not in ("virtual", "real") or not clock_scale > 0:
+            raise BadInput(f"need clock 'virtual' or 'real' and clock_scale > 0, got {clock!r}")
+        self.overlap = overlap
+        self.real = RealClock(float(clock_scale)) if clock == "real" else None
         self.observation_space = String()
         self.action_space = String()
         self._ep = _Episode()
         self._state: dict[str, Any] = {}
         self._digest = StateDigest()
-        self._scheduler: Scheduler | None = None
+        self._seen = 0  # seen_sum(self._ep.seen), kept up to date
+        self._made: Counter[str] = Counter()  # canonical valid calls made
+        self._matched = 0  # of them, those the gold calls still had room for
+        self._time = Timeline(self.latency, self.async_calls, self.overlap, None)
 
     # ------------------------------------------------------------------ tasks
     def task_ids(self, split: str | None = None) -> tuple[str, ...]:
@@ -265,7 +184,7 @@ class ToolsEnv(AgentEnv[str, str]):
     @property
     def clock_ms(self) -> float:
         """The episode's virtual time in milliseconds."""
-        return self._scheduler.now if self._scheduler is not None else self._ep.clock
+        return self._time.now
 
     def _config(self) -> dict[str, Any]:
         return {
@@ -273,6 +192,8 @@ class ToolsEnv(AgentEnv[str, str]):
             "async_calls": self.async_calls,
             "world_seed": self.world_seed,
             "tool_latency_scale": self.latency.tool_scale,
+            **({} if self.overlap == "turn" else {"overlap": self.overlap}),
+            **({} if self.real is None else {"clock": "real", "clock_scale": self.real.scale}),
             # only when it differs from v0's, so that v0's data hash and snapshots stay as they were
             **({} if self.grammar_in_errors else {"grammar_in_errors": False}),
         }
@@ -280,10 +201,12 @@ class ToolsEnv(AgentEnv[str, str]):
     # ------------------------------------------------------------------ episode
     def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
         self._ep = _Episode()
-        self._state = json.loads(self._world.state_json)
-        self._digest = StateDigest(self._world.digest.cache)
-        self._digest.tops = dict(self._world.digest.tops)
-        self._scheduler = Scheduler() if self.async_calls else None
+        self._state = pickle.loads(self._world.state_pickle)
+        self._digest = self._world.digest.copy()
+        self._seen, self._made, self._matched = 0, Counter(), 0
+        if self.real is not None:
+            self.real.reset()
+        self._time = Timeline(self.latency, self.async_calls, self.overlap, self.real)
         obs = self._render([], first=True)
         return obs, self._info(valid=True, segments=[], calls=[], components={})
 
@@ -292,21 +215,26 @@ class ToolsEnv(AgentEnv[str, str]):
         segments = [dict(s) for s in parsed.segments]
         text = action if isinstance(action, str) else ""
         elapsed = self.latency.llm_ms(text)
+        if parsed.kind == "invalid" and self._is_wait(text):
+            self._time.tick(elapsed)
+            lines = [self._future_line(f) for f in self._time.wait_next()]
+            return self._step_result(lines, True, segments, [], terminal=False)
         if parsed.kind == "invalid":
             self._ep.all_valid = False
-            self._tick(elapsed)
+            self._time.tick(elapsed)
             lines = [f"Invalid action: {reason(parsed.error or '', self.grammar_in_errors)}"]
             return self._step_result(lines, False, segments, [], terminal=False)
         if parsed.kind == "ask":
             self._ep.asked = True
-            self._tick(elapsed)
+            self._time.tick(elapsed)
             lines = [f"User: {self.task.clarify_reply}"]
             return self._step_result(lines, True, segments, [], terminal=False)
         if parsed.kind == "summary":
             self._ep.summary = parsed.text
-            self._tick(elapsed)
-            if self._scheduler is not None:
-                self._scheduler.collect(wait="all")  # the backend finishes before the end
+            for future in self._time.await_used(parsed.text, self._visible()):
+                self._future_line(future)  # the facts it quotes arrive before it is written
+            self._time.tick(elapsed)
+            self._time.finish()  # the backend finishes before the end
             return self._step_result([], True, segments, [], terminal=True)
         return self._tool_turn(text, parsed, segments, elapsed)
 
@@ -314,12 +242,12 @@ class ToolsEnv(AgentEnv[str, str]):
         self, text: str, parsed: Any, segments: list[dict[str, Any]], elapsed: float
     ) -> Transition:
         """Validate and run (or issue) every call block of the action."""
-        lines: list[str] = []
+        used = [b.arguments for b in parsed.calls if b.arguments is not None]
+        lines = [self._future_line(f) for f in self._time.await_used(used, self._visible())]
+        self._time.begin_turn(elapsed)
         valid_calls: list[dict[str, Any]] = []
         parsed_calls: list[dict[str, Any]] = []
         all_ok = True
-        turn_start = self.clock_ms
-        sync_wait = 0.0
         for i, block in enumerate(parsed.calls, start=1):
             self._ep.attempts += 1
             problem: dict[str, Any] | None
@@ -332,52 +260,69 @@ class ToolsEnv(AgentEnv[str, str]):
                 all_ok = False
                 lines.append(f"Call {i} error: {json.dumps(problem)}")
                 continue
-            call = {"name": block.name, "arguments": block.arguments}
-            tool = self._world.validator.tools[block.name]
-            domain = self._world.domain
-            reads, writes = domain.resources(block.name, block.arguments)
-            changes = []
-            if tool.writes:
-                changes = domain.changes(self._state, block.name, block.arguments)
-            try:
-                result = domain.call(self._state, block.name, copy.deepcopy(block.arguments))
-                ok = True
-                valid_calls.append(call)
-                self._digest.invalidate(changes)
-            except ToolFailure as failure:
-                all_ok, ok = False, False
-                result = error(failure.code, block.name, failure.message)
-            latency = self.latency.call_ms(tool.latency_ms, self._ep.attempts)
-            if self._scheduler is None:
-                sync_wait += latency
-                lines.append(self._result_line(i, block.name, result, ok))
-            else:
-                issued = self.latency.llm_overhead_ms + self.latency.llm_ms_per_char * block.end
-                self._scheduler.now = round(turn_start + issued, 3)
-                future = self._scheduler.submit(block.name, reads, writes, latency, result, ok)
-                lines.append(f"Call {i} ({block.name}) issued as future {future.id}.")
+            line, ok = self._run_call(i, block, valid_calls)
+            lines.append(line)
+            all_ok &= ok
         self._ep.calls.append(valid_calls)
         self._ep.all_valid &= all_ok
-        if self._scheduler is None:
-            self._ep.clock = round(turn_start + elapsed + sync_wait, 3)
-        else:
-            self._scheduler.now = round(turn_start + elapsed, 3)
-            for future in self._scheduler.collect(wait="all"):
-                lines.append(self._result_line(future.id, future.name, future.result, future.ok))
+        lines += [self._future_line(f) for f in self._time.end_turn(elapsed)]
         return self._step_result(lines, all_ok, segments, parsed_calls, terminal=False)
 
-    def _result_line(self, ref: Any, name: str, result: Any, ok: bool) -> str:
+    def _run_call(self, i: int, block: Any, valid_calls: list[dict[str, Any]]) -> tuple[str, bool]:
+        """Run one validated call on the backend: its line (result or future) and success."""
+        call = {"name": block.name, "arguments": block.arguments}
+        tool = self._world.validator.tools[block.name]
+        domain = self._world.domain
+        changes = domain.changes(self._state, block.name, block.arguments) if tool.writes else None
+        try:
+            result = domain.call(self._state, block.name, copy.deepcopy(block.arguments))
+            ok = True
+            valid_calls.append(call)
+            self._count_made(call)
+            if changes is not None:
+                self._digest.invalidate(changes)
+        except ToolFailure as failure:
+            ok = False
+            result = error(failure.code, block.name, failure.message)
         shown = json.dumps(result)
+        latency = self.latency.tool_ms(tool, self.task.id, self._ep.attempts)
+        paths = domain.resources(block.name, block.arguments)
+        future = self._time.call(block.name, paths, latency, shown, ok, block.end)
+        if future is None:
+            return self._result_line(i, block.name, shown, ok), ok
+        return f"Call {i} ({block.name}) issued as future {future.id}.", ok
+
+    def _count_made(self, call: dict[str, Any]) -> None:
+        """Count a valid call towards progress (a gold call's copies count once each)."""
+        key = canonical(call)
+        if self._made[key] < self._world.gold(self.task.id).counts[key]:
+            self._matched += 1
+        self._made[key] += 1
+
+    def _future_line(self, future: Any) -> str:
+        return self._result_line(future.id, future.name, future.result, future.ok)
+
+    def _result_line(self, ref: Any, name: str, shown: str, ok: bool) -> str:
         if ok:
             self._ep.seen.append(shown)
+            self._seen = (self._seen + text_hash(shown)) % MOD
         label = f"Call {ref}" if isinstance(ref, int) else f"Future {ref}"
         return f"{label} ({name}) {'result' if ok else 'error'}: {shown}"
 
-    def _tick(self, ms: float) -> None:
-        if self._scheduler is not None:
-            self._scheduler.advance(ms)
-        else:
-            self._ep.clock = round(self._ep.clock + ms, 3)
+    def _visible(self) -> str:
+        """What the agent has been shown that a call could take values from."""
+        task, ep = self.task, self._ep
+        reply = task.clarify_reply if ep.asked else ""
+        return " ".join([task.request, reply, *ep.seen])
+
+    def _is_wait(self, text: str) -> bool:
+        """Across turns, a <think>-only action waits for the next result (while any is due)."""
+        return (
+            self.overlap == "cross"
+            and self._time.scheduler is not None
+            and bool(self._time.scheduler.pending())
+            and _THINK_ONLY.fullmatch(text) is not None
+        )
 
     def _step_result(
         self,
@@ -410,7 +355,7 @@ class ToolsEnv(AgentEnv[str, str]):
     def _judge(self) -> dict[str, float]:
         """success, HierR, Tool-Exact-Match and omission of the episode so far."""
         task, ep = self.task, self._ep
-        gold_turns = [[c.to_json() for c in turn] for turn in task.gold_calls]
+        gold_turns = self._world.gold(task.id).turns
         pred_turns = [t for t in ep.calls if t]
         layers = hierr(pred_turns, gold_turns, ep.all_valid)
         pred = [c for t in pred_turns for c in t]
@@ -434,11 +379,8 @@ class ToolsEnv(AgentEnv[str, str]):
         }
 
     def _progress(self) -> float:
-        gold = [c.to_json() for turn in self.task.gold_calls for c in turn]
-        if not gold:
-            return 0.0
-        made = Counter(canonical(c) for t in self._ep.calls for c in t)
-        return sum((made & Counter(map(canonical, gold))).values()) / len(gold)
+        total = self._world.gold(self.task.id).total
+        return self._matched / total if total else 0.0
 
     def check_answer(self, text: str) -> float:
         """The share of the task's answer facts that ``text`` contains (1.0 when it has none)."""
@@ -453,8 +395,10 @@ class ToolsEnv(AgentEnv[str, str]):
         head = [f"User: {task.request}"]
         if first:
             head += ["", "Tools (JSON Schema):", self._world.tools_text]
+            if self.overlap == "cross" and self.async_calls:
+                head += ["", CROSS_NOTE]
         else:
-            head += [f"Tools: {', '.join(self._world.validator.tools)}"]
+            head += [f"Tools: {self._world.tool_names}"]
         body = ["", *lines] if lines else []
         turn = f"Turn {self._turn + 1} of {self.max_turns}. {GRAMMAR}"
         return "\n".join([*head, *body, "", turn])
@@ -464,16 +408,13 @@ class ToolsEnv(AgentEnv[str, str]):
         return f"User: {self.task.request}\nYou replied to the user: {verdict}."
 
     def _state_key(self) -> str:
-        blob = "|".join(
-            [
-                self.task.id,
-                self._digest.hexdigest(self._state),
-                "\x00".join(sorted(self._ep.seen)),
-                str(self._ep.asked),
-                str(self._ep.summary is not None),
-            ]
-        )
-        return hashlib.sha1(blob.encode()).hexdigest()
+        """The task, the backend's digest, the results seen and the flags, hashed.
+
+        Every part is kept up to date incrementally (see :mod:`agentgym.envs.tools.digest`).
+        """
+        digest = self._digest.hexdigest(self._state)
+        ep = self._ep
+        return state_key(self.task.id, digest, self._seen, ep.asked, ep.summary is not None)
 
     def _info(
         self,
@@ -535,16 +476,30 @@ class ToolsEnv(AgentEnv[str, str]):
     # ------------------------------------------------------------------ snapshots
     def _get_state(self) -> dict[str, Any]:
         ep = asdict(self._ep)
-        ep["scheduler"] = self._scheduler.state() if self._scheduler is not None else None
-        return {"episode": ep, "backend": self._state}
+        ep["clock"] = self._time.clock
+        scheduler = self._time.scheduler
+        ep["scheduler"] = scheduler.state() if scheduler is not None else None
+        # JSON text keeps the entities' key order (a snapshot's canonical form sorts keys),
+        # so results read from the state render the same after a restore
+        return {"episode": ep, "backend": json.dumps(self._state, separators=(",", ":"))}
 
     def _set_state(self, state: dict[str, Any]) -> None:
         ep = dict(state["episode"])
         scheduler = ep.pop("scheduler")
         self._ep = _Episode(**ep)
-        self._state = copy.deepcopy(state["backend"])
-        self._digest = StateDigest()
-        self._scheduler = Scheduler.from_state(scheduler) if scheduler is not None else None
+        backend = state["backend"]
+        self._state = json.loads(backend) if isinstance(backend, str) else copy.deepcopy(backend)
+        self._digest = StateDigest()  # re-hashed in full once, then kept up to date
+        self._seen = seen_sum(self._ep.seen)
+        self._made, self._matched = Counter(), 0
+        for call in (c for turn in self._ep.calls for c in turn):
+            self._count_made(call)
+        if self.real is not None:
+            self.real.reset()
+        self._time = Timeline(self.latency, self.async_calls, self.overlap, self.real)
+        self._time.clock = self._ep.clock
+        if scheduler is not None:
+            self._time.scheduler = Scheduler.from_state(scheduler)
 
 
 class EcommerceEnv(ToolsEnv):

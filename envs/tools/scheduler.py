@@ -5,15 +5,23 @@ above or below a path the other reads or writes: the read/write state tree) run 
 they were issued; all others run concurrently. Each call's effect is applied to the backend
 when it is issued, in issue order, which is equivalent to running conflicting calls in
 order and the rest in any order: the final state always equals the synchronous run's.
-Latencies come from a seeded model, so an episode's timeline is deterministic.
+Latencies come from a seeded model (:mod:`agentgym.envs.tools.latency`), so an episode's
+timeline is deterministic.
+
+Across turns (``overlap="cross"`` in the env): a future outlives the turn that issued it, and
+an action waits only for the futures whose results it uses (:func:`data_deps`: a value that
+only a still-running call's result holds), and a call only for those it conflicts with.
 """
 
 from __future__ import annotations
 
-import math
-import random
+import json
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from agentgym.envs.tools.latency import LatencyModel
+
+__all__ = ["Future", "LatencyModel", "Scheduler", "conflicts", "data_deps"]
 
 
 def _related(a: str, b: str) -> bool:
@@ -34,32 +42,6 @@ def conflicts(
 
 
 @dataclass(frozen=True)
-class LatencyModel:
-    """Virtual durations in milliseconds.
-
-    A call's latency is its tool's mean (times ``tool_scale``) times a log-normal factor drawn
-    from ``(seed, call index)`` alone; an LLM turn costs
-    ``llm_overhead_ms + llm_ms_per_char · len(action)`` (a decoding-speed proxy that needs no
-    tokenizer).
-    """
-
-    seed: int = 0
-    jitter: float = 0.25
-    tool_scale: float = 1.0
-    llm_overhead_ms: float = 300.0
-    llm_ms_per_char: float = 5.0
-
-    def call_ms(self, mean_ms: float, index: int) -> float:
-        """The latency of the episode's ``index``-th call to a tool of mean ``mean_ms``."""
-        z = random.Random((self.seed << 32) + index).gauss(0.0, 1.0)
-        return round(self.tool_scale * mean_ms * math.exp(self.jitter * z - self.jitter**2 / 2), 3)
-
-    def llm_ms(self, action: str) -> float:
-        """The time the agent takes to write ``action``."""
-        return round(self.llm_overhead_ms + self.llm_ms_per_char * len(action), 3)
-
-
-@dataclass(frozen=True)
 class Future:
     """One issued call: when it was issued, started and finished, and its result."""
 
@@ -72,6 +54,38 @@ class Future:
     finish: float
     result: Any
     ok: bool
+
+
+def data_deps(used: Any, pending: list[Future], visible: str) -> list[Future]:
+    """The pending futures whose results ``used`` (call arguments or a text) takes a value from.
+
+    A value the agent has not been shown (``visible``: the request and the results delivered
+    so far) can only have come from a result still on its way: a string or number of
+    ``used``'s JSON leaves, or, for a text, any value of a pending result that it quotes.
+    Results are the JSON texts the env renders.
+    """
+    if isinstance(used, str):
+        return [
+            f
+            for f in pending
+            if any(v in used and v not in visible for v in _leaves(json.loads(f.result)))
+        ]
+    values = [v for v in _leaves(used) if v not in visible]
+    return [f for f in pending if any(v in f.result for v in values)]
+
+
+def _leaves(value: Any) -> list[str]:
+    """The JSON texts of the strings (unquoted) and numbers in ``value``."""
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _leaves(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _leaves(v)]
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, str):
+        return [value] if len(value) >= 3 else []
+    text = str(value)
+    return [text] if isinstance(value, int | float) and len(text) >= 3 else []
 
 
 class Scheduler:

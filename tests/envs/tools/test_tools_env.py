@@ -68,7 +68,7 @@ def _timeline(env, task_id, async_calls):
         wait = 0.0
         for call, end in zip(calls, ends, strict=True):
             index += 1
-            latency = model.call_ms(tools[call["name"]].latency_ms, index)
+            latency = model.tool_ms(tools[call["name"]], task_id, index)
             if not async_calls:
                 wait += latency
                 continue

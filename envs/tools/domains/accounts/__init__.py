@@ -42,6 +42,18 @@ class AccountsDomain(Domain):
         """(read, written) paths of a call; see the class docstring for the tree."""
         return backend.resources(name, arguments)
 
+    def changes(self, state: dict[str, Any], name: str, arguments: dict[str, Any]) -> list[str]:
+        """Finer than :meth:`resources`: a new redemption or ticket is one entity.
+
+        Its id is the counter's next, read from ``state`` before the call.
+        """
+        if name == "redeem_reward":
+            customer = f"customers/{arguments['customer_id']}"
+            return [customer, f"redemptions/r{state['next_redemption']}"]
+        if name == "open_ticket":
+            return [f"tickets/t{state['next_ticket']}"]
+        return backend.resources(name, arguments)[1]
+
     def tasks(self, state: dict[str, Any], seed: int, per_type: int) -> list[Task]:
         """``per_type`` tasks of each type, gold calls replayed on a copy of ``state``."""
         return tasks.generate(self, state, seed, per_type)

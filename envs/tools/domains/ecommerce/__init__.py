@@ -38,6 +38,27 @@ class EcommerceDomain(Domain):
         """Read and written paths; counters and unknown products write whole collections."""
         return backend.resources(name, arguments)
 
+    def changes(self, state: dict[str, Any], name: str, arguments: dict[str, Any]) -> list[str]:
+        """Finer than :meth:`resources`, from ``state`` before the call.
+
+        A new order or refund is one entity under the counter's next id; placing or cancelling
+        an order changes the stock of the products in its lines only.
+        """
+        if name == "place_order":
+            cart = f"carts/{arguments['user_id']}"
+            lines = state["carts"].get(arguments["user_id"]) or []
+            stock = [f"products/{line['product_id']}" for line in lines]
+            return [cart, f"orders/o{state['next_order']}", *stock]
+        if name == "cancel_order":
+            order = state["orders"].get(arguments["order_id"])
+            items = order["items"] if order is not None else []
+            return [f"orders/{arguments['order_id']}"] + [
+                f"products/{line['product_id']}" for line in items
+            ]
+        if name == "request_refund":
+            return [f"orders/{arguments['order_id']}", f"refunds/r{state['next_refund']}"]
+        return backend.resources(name, arguments)[1]
+
     def tasks(self, state: dict[str, Any], seed: int, per_type: int) -> list[Task]:
         """``per_type`` tasks of each type, gold calls run on a copy of ``state``.
 
