@@ -102,7 +102,7 @@ if TYPE_CHECKING:
     from agentgym.baselines.policies.hf import HFPolicy
 
 INSTALL_HINT = "bench trainer needs TRL: pip install 'agentgym[bench]'"
-FAIRNESS = {
+FAIRNESS: dict[str, dict[str, Any]] = {
     "trl": {
         "beta": 0.0,
         "num_iterations": 1,

@@ -225,7 +225,7 @@ class LeanLlama(LeanForward):
     ) -> tuple[torch.Tensor, list[KV]]:
         """See :meth:`LeanForward.hidden`."""
         m, (B, T) = self._m, ids.shape
-        H, KV, D = self.heads, self.kv_heads, self.head_dim
+        H, G, D = self.heads, self.kv_heads, self.head_dim
         x = F.embedding(ids, m.embed_tokens.weight, m.embed_tokens.padding_idx)
         cos, sin = (c[:, None] for c in m.rotary_emb(x, pos))
         kept: list[KV] = []
@@ -233,12 +233,12 @@ class LeanLlama(LeanForward):
             attn, mlp = layer.self_attn, layer.mlp
             h = self._norm(x, layer.input_layernorm)
             q = F.linear(h, attn.q_proj.weight, attn.q_proj.bias).view(B, T, H, D).transpose(1, 2)
-            k = F.linear(h, attn.k_proj.weight, attn.k_proj.bias).view(B, T, KV, D).transpose(1, 2)
-            v = F.linear(h, attn.v_proj.weight, attn.v_proj.bias).view(B, T, KV, D).transpose(1, 2)
+            k = F.linear(h, attn.k_proj.weight, attn.k_proj.bias).view(B, T, G, D).transpose(1, 2)
+            v = F.linear(h, attn.v_proj.weight, attn.v_proj.bias).view(B, T, G, D).transpose(1, 2)
             q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
             k, v = self._attend(i, q, k, v, kept if keep_kv else None, cache, start, past)
-            if KV != H:
-                k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
+            if G != H:  # grouped-query attention: each key/value head serves H // G queries
+                k, v = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)
             y = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, is_causal=mask is None, scale=self._scale
             )
@@ -290,8 +290,8 @@ def _plain_llama(lm: Any) -> bool:
         return False
     for layer in lm.model.layers:
         attn, mlp = layer.self_attn, layer.mlp
-        parts = (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj)
-        parts += (mlp.gate_proj, mlp.up_proj, mlp.down_proj)
+        parts = [attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj]
+        parts += [mlp.gate_proj, mlp.up_proj, mlp.down_proj]
         if any(type(m) is not nn.Linear for m in parts) or hasattr(attn, "q_norm"):
             return False
     return type(lm.get_output_embeddings()) is nn.Linear

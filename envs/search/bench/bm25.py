@@ -8,6 +8,7 @@ query by query, alternating which goes first, on wall and CPU clocks; medians (p
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -77,7 +78,7 @@ def _latencies_ms(
     for i, query in enumerate(queries):
         order = names if i % 2 == 0 else names[::-1]
         for name in order if i < paired else names[:1]:
-            result, sample = timed(lambda r=sides[name], q=query: r.search(q, TOP_K))
+            result, sample = timed(functools.partial(sides[name].search, query, TOP_K))
             hits[name].append(result)
             wall[name].append(sample.wall_s * 1e3)
             cpu[name].append(sample.cpu_s * 1e3)
