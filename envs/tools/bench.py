@@ -17,7 +17,7 @@ from rich.table import Table
 
 from agentgym.core.timing import Alternated, Sample, alternate
 from agentgym.envs.tools.grammar import parse_action
-from agentgym.envs.tools.scheduler import Scheduler
+from agentgym.envs.tools.scheduler import Scheduler, conflicts
 from agentgym.envs.tools.schema import Validator
 from agentgym.registry import make
 
@@ -183,8 +183,10 @@ def _episode_clock(
     env.reset(options={"task_id": task_id})
     t_llm = t_tool = t_cp = 0.0
     index = 0
+    actions: list[str] = []
     while True:
         action = base.oracle_action()
+        actions.append(action)
         t_llm += base.latency.llm_ms(action)
         turn = Scheduler()
         for block in parse_action(action).calls:
@@ -200,7 +202,49 @@ def _episode_clock(
         if term or trunc:
             wall = time.perf_counter() - wall0
             parts = {"llm": t_llm, "tool": t_tool, "critical": t_cp, "wall_s": wall}
+            parts["path"] = critical_path(base, task_id, actions)
             return base.clock_ms, bool(info["won"]), parts
+
+
+def critical_path(base: Any, task_id: str, actions: list[str]) -> float:
+    """The episode's critical path in ms, with every result an action could need awaited.
+
+    One agent writes the actions in turn; a call starts when its block is written and every
+    conflicting earlier call has finished; an action starts once the previous turn's results
+    are in on a dependent task, and the summary once every call has finished. The sync time
+    over it bounds the speed-up of a schedule that waits that much. AsyncFC's per-turn R
+    ignores the waits between turns, so it overstates a chain of dependent turns; this path
+    can understate the ``-Async-v2`` ids, where an action waits only for the pending results
+    whose values it uses (an oracle's next action may use one of two earlier results, and a
+    summary need not quote a write's). The bench shows both and calls the goal unreachable
+    only where both are below it.
+    """
+    model, domain = base.latency, base._world.domain
+    tools = {t.name: t for t in domain.tools()}
+    dependent = base.task_type_of(task_id) == "dependent"
+    free, index = 0.0, 0
+    done: list[tuple[list[str], list[str], float]] = []  # (reads, writes, finish) per call
+    previous: list[float] = []
+    for action in actions:
+        parsed = parse_action(action)
+        if parsed.kind == "summary":
+            needed = [f for *_, f in done]
+        else:
+            needed = previous if dependent else []
+        start = max([free, *needed])
+        previous = []
+        for block in parsed.calls:
+            index += 1
+            assert block.name is not None and block.arguments is not None
+            latency = model.tool_ms(tools[block.name], task_id, index)
+            reads, writes = domain.resources(block.name, block.arguments)
+            issued = start + model.issued_ms(block.end)
+            earlier = [f for r, w, f in done if conflicts(r, w, reads, writes)]
+            finish = max([issued, *earlier]) + latency
+            done.append((reads, writes, finish))
+            previous.append(finish)
+        free = start + model.llm_ms(action)
+    return max([free, *(f for *_, f in done)])
 
 
 def async_rows(tasks_per_type: int | None, real_tasks: int = 2) -> list[dict[str, Any]]:
@@ -249,7 +293,7 @@ def _wall_speedup(sync_id: str, cross_id: str, ids: list[str]) -> dict[str, Any]
 
 
 def _async_row(sync_id: str, async_id: str, ids: list[str], scale: float) -> dict[str, Any]:
-    sync_ms, async_ms, r_bound, won = [], [], [], [0, 0]
+    sync_ms, async_ms, r_bound, won, paths = [], [], [], [0, 0], []
     for task_id in ids:
         s_ms, s_won, parts = _episode_clock(sync_id, task_id, scale)
         a_ms, a_won, _ = _episode_clock(async_id, task_id, scale)
@@ -258,6 +302,7 @@ def _async_row(sync_id: str, async_id: str, ids: list[str], scale: float) -> dic
         won[0] += s_won
         won[1] += a_won
         r_bound.append((parts["llm"] + parts["tool"]) / max(parts["llm"], parts["critical"]))
+        paths.append(parts["path"])
     return {
         "tool_latency_scale": scale,
         "episodes": len(ids),
@@ -265,6 +310,8 @@ def _async_row(sync_id: str, async_id: str, ids: list[str], scale: float) -> dic
         "async_ms": round(statistics.mean(async_ms), 1),
         "speedup": round(statistics.mean(sync_ms) / statistics.mean(async_ms), 3),
         "asyncfc_R": round(statistics.mean(r_bound), 3),
+        "critical_path_ms": round(statistics.mean(paths), 1),
+        "bound": round(statistics.mean(sync_ms) / statistics.mean(paths), 3),
         "sync_success": won[0] / len(ids),
         "async_success": won[1] / len(ids),
     }
@@ -346,7 +393,7 @@ def run(console: Console, quick: bool = False) -> dict[str, Any]:
             {
                 f"{r['env']} {r['task_type']} x{r['tool_latency_scale']:g}"
                 for r in timing
-                if r["asyncfc_R"] < GOAL_ASYNC_SPEEDUP
+                if max(r["bound"], r["asyncfc_R"]) < GOAL_ASYNC_SPEEDUP
             }
         ),
     }
@@ -404,18 +451,20 @@ def _print_async(console: Console, timing: list[dict[str, Any]]) -> None:
         "speed-up",
         "across turns ms",
         "speed-up across",
-        "bound R",
+        "bound",
+        "AsyncFC R",
         "wall speed-up (real clock)",
         "success sync/async/across",
         title=(
             f"virtual time of oracle episodes (goal: speed-up ≥ {GOAL_ASYNC_SPEEDUP}; "
-            "'unreachable' where even the bound R is below it)"
+            "'unreachable' where both bounds are below it: sync time over the episode's critical "
+            "path, and AsyncFC's per-turn R)"
         ),
     )
     for r in timing:
         wall = f"{r['wall_speedup']:.2f} ({r['real_episodes']} ep.)" if "wall_speedup" in r else ""
-        bound = f"{r['asyncfc_R']:.2f}"
-        if r["asyncfc_R"] < GOAL_ASYNC_SPEEDUP:
+        bound = f"{r['bound']:.2f}"
+        if max(r["bound"], r["asyncfc_R"]) < GOAL_ASYNC_SPEEDUP:
             bound += " unreachable"
         table.add_row(
             f"x{r['tool_latency_scale']:g}",
@@ -428,6 +477,7 @@ def _print_async(console: Console, timing: list[dict[str, Any]]) -> None:
             f"{r['cross_ms']:.0f}",
             f"{r['cross_speedup']:.2f}",
             bound,
+            f"{r['asyncfc_R']:.2f}",
             wall,
             f"{r['sync_success']:.2f} / {r['async_success']:.2f} / {r['cross_success']:.2f}",
         )

@@ -23,6 +23,9 @@ def test_quick_run_reports_calls_async_timing_and_bfcl_scoring():
     # the oracle wins either way, and async never takes longer than sync
     assert all(r["sync_success"] == r["async_success"] == 1.0 for r in timing)
     assert all(r["async_ms"] <= r["sync_ms"] for r in timing)
+    # per-turn futures wait for their whole turn: no faster than the episode's critical path
+    assert all(r["critical_path_ms"] <= r["sync_ms"] for r in timing)
+    assert all(r["speedup"] <= r["bound"] + 1e-3 for r in timing)
     assert doc["goal"]["success_unchanged"] is True
     scoring = [r for r in doc["rows"] if r["kind"] == "bfcl"]
     assert scoring and all(r["gold_scored_correct"] == r["entries"] for r in scoring)
