@@ -9,6 +9,8 @@ that compares sides measures them the same way here:
 * each run is timed on two clocks, wall time (``perf_counter``) and this process's CPU time
   (``process_time``: user + system of every thread, not of child processes), since CPU time
   is what a loaded host does not inflate;
+* garbage is collected (untimed) before every run, so no side pays for a collection that
+  another side's garbage made due;
 * a side's figure is the median over its runs, reported with the min and max.
 
     timed = alternate({"ours": run_ours, "peer": run_peer}, repeats=5, warmup=1)
@@ -23,6 +25,7 @@ of the whole call (see :class:`Stopwatch`).
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -101,6 +104,18 @@ class Alternated:
         below = self.median(denominator, clock)
         return self.median(numerator, clock) / below if below > 0 else float("inf")
 
+    def ratio_range(
+        self, numerator: str, denominator: str, clock: Clock = "wall"
+    ) -> tuple[float, float]:
+        """``(min, max)`` over the rounds of ``numerator / denominator``, round by round.
+
+        The ratio of the medians (:meth:`ratio`) always lies in this range; a wide range says
+        the host, not the sides, moved the figures.
+        """
+        pairs = zip(self.samples[numerator], self.samples[denominator], strict=True)
+        values = [a.on(clock) / b.on(clock) if b.on(clock) > 0 else float("inf") for a, b in pairs]
+        return min(values), max(values)
+
     def summary(self, per: float = 1.0, unit: str = "s") -> dict[str, dict[str, float]]:
         """JSON-ready figures per side: median, min and max on both clocks, divided by ``per``.
 
@@ -122,14 +137,18 @@ class Alternated:
 
 
 def alternate(
-    sides: Mapping[str, Callable[[], Any]], repeats: int = 5, warmup: int = 1
+    sides: Mapping[str, Callable[[], Any]],
+    repeats: int = 5,
+    warmup: int = 1,
+    collect: bool = True,
 ) -> Alternated:
     """Run every side ``warmup + repeats`` times, alternating the order round by round.
 
     Round ``r`` calls the sides in the mapping's order when ``r`` is even and in reverse when
     it is odd; the first ``warmup`` rounds are run and discarded (imports, caches, JIT). A
     side that returns a :class:`Sample` has timed itself: that sample is recorded (and the
-    result kept is the sample too).
+    result kept is the sample too). ``collect``: a full garbage collection, untimed, before
+    every call (a side still pays for collections its own garbage makes due while it runs).
 
     Raises:
         ValueError: no sides, or ``repeats`` < 1 or ``warmup`` < 0.
@@ -142,6 +161,8 @@ def alternate(
     out = Alternated({n: [] for n in names}, {n: [] for n in names})
     for r in range(warmup + repeats):
         for name in names if r % 2 == 0 else reversed(names):
+            if collect:
+                gc.collect()
             result, sample = timed(sides[name])
             if isinstance(result, Sample):
                 sample = result

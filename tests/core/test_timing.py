@@ -52,3 +52,39 @@ def test_a_side_that_times_itself_is_recorded_by_its_own_sample():
     timed = alternate({"self": side}, 2, 0)
     assert all(s.wall_s < 0.03 for s in timed.samples["self"])
     assert timed.results["self"] == timed.samples["self"]
+
+
+def test_ratio_range_spans_the_rounds_and_holds_the_ratio_of_medians():
+    timed = alternate({"x": lambda: None}, 1, 0)
+    timed.samples = {
+        "ours": [Sample(1.1, 1.0), Sample(3.0, 1.2), Sample(1.0, 1.1)],
+        "peer": [Sample(1.0, 1.0), Sample(1.0, 1.0), Sample(2.0, 1.0)],
+    }
+    lo, hi = timed.ratio_range("ours", "peer")
+    assert (lo, hi) == (0.5, 3.0)
+    assert lo <= timed.ratio("ours", "peer") <= hi
+    assert timed.ratio_range("ours", "peer", clock="cpu") == (1.0, 1.2)
+
+
+@pytest.mark.parametrize("collect", [True, False])
+def test_garbage_is_collected_before_every_call_unless_told_not_to(collect):
+    import gc
+
+    events: list[str] = []
+
+    def on_gc(phase, info):
+        if phase == "start" and info["generation"] == 2:
+            events.append("gc")
+
+    gc.callbacks.append(on_gc)
+    try:
+        sides = {"a": lambda: events.append("a"), "b": lambda: events.append("b")}
+        alternate(sides, 2, 0, collect=collect)
+    finally:
+        gc.callbacks.remove(on_gc)
+    calls = [e for e in events if e != "gc"]
+    assert calls == ["a", "b", "b", "a"]
+    if collect:  # a full collection right before each call
+        assert all(events[i - 1] == "gc" for i, e in enumerate(events) if e != "gc")
+    else:  # the calls follow each other with no full collection between them
+        assert events == calls
