@@ -21,6 +21,11 @@ that compares sides measures them the same way here:
 A side that must set up before the part worth timing (open a game, register an env) times
 that part itself and returns its :class:`Sample`; :func:`alternate` then records it instead
 of the whole call (see :class:`Stopwatch`).
+
+A workload made of parts (games, episodes) can alternate part by part, so that the sides'
+runs of a part are seconds apart at most, and the parts' runs then add up round by round:
+
+    rounds = summed([alternate({"ours": ours(g), "peer": peer(g)}, 5) for g in games])
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -134,6 +139,29 @@ class Alternated:
                 row[f"{clock}_max_{unit}"] = round(hi * scale, 6)
             out[side] = row
         return out
+
+
+def summed(parts: Sequence[Alternated]) -> Alternated:
+    """The parts' runs added up round by round: run ``r`` of a side is its run ``r`` of every part.
+
+    ``results[side][r]`` lists that side's results of round ``r``, part by part.
+
+    Raises:
+        ValueError: no parts, or parts that differ in their sides or their number of runs.
+    """
+    if not parts:
+        raise ValueError("summed needs at least one part")
+    shape = {side: len(runs) for side, runs in parts[0].samples.items()}
+    if any({side: len(runs) for side, runs in p.samples.items()} != shape for p in parts):
+        raise ValueError("summed needs parts with the same sides and runs")
+    out = Alternated()
+    for side, runs in shape.items():
+        columns = [[p.samples[side][r] for p in parts] for r in range(runs)]
+        out.samples[side] = [
+            Sample(sum(s.wall_s for s in col), sum(s.cpu_s for s in col)) for col in columns
+        ]
+        out.results[side] = [[p.results[side][r] for p in parts] for r in range(runs)]
+    return out
 
 
 def alternate(

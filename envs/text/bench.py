@@ -28,7 +28,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from agentgym.core.timing import Alternated, Sample, Stopwatch, alternate
+from agentgym.core.timing import Alternated, Sample, Stopwatch, alternate, summed
 from agentgym.envs.text.alfworld_env import NOTHING_HAPPENS
 from agentgym.envs.text.alfworld_game import AlfredGame
 from agentgym.registry import make
@@ -167,8 +167,9 @@ def _our_side(env: Any, episodes: list[tuple[str, list[str]]]) -> Callable[[], S
 def textworld_row(preset: str, games: int, steps: int, repeats: int = 5) -> dict[str, Any]:
     """Ours against textworld's gym env on the same games and commands.
 
-    Both sides play every episode ``repeats`` times in alternating order (after one warm-up
-    round); steps per second come from the median of each side's runs, on wall and CPU time.
+    Both sides play each episode ``repeats`` times in alternating order (after one warm-up
+    round), game by game; round ``r`` of a side adds up its ``r``-th run of every game.
+    Steps per second come from the median of each side's rounds, on wall and CPU time.
     """
     env = make(f"agentgym/TextWorld-{preset}-v0", split="test")
     base: Any = env.unwrapped
@@ -190,11 +191,20 @@ def textworld_row(preset: str, games: int, steps: int, repeats: int = 5) -> dict
     from agentgym.envs.text._tw import ensure_game
 
     paths = [ensure_game(base.preset.spec(int(t))) for t in task_ids]
-    sides = {
-        "ours": _our_side(env, episodes),
-        "textworld.gym": _stock_textworld_side(paths, episodes),
-    }
-    timed = alternate(sides, repeats=repeats, warmup=1)
+    # game by game, so that drift on a shared host moves both sides' runs of a game alike
+    timed = summed(
+        [
+            alternate(
+                {
+                    "ours": _our_side(env, [episode]),
+                    "textworld.gym": _stock_textworld_side([path], [episode]),
+                },
+                repeats=repeats,
+                warmup=1,
+            )
+            for path, episode in zip(paths, episodes, strict=True)
+        ]
+    )
     env.close()
     n = sum(len(c) for _, c in episodes)
     return {

@@ -88,3 +88,32 @@ def test_garbage_is_collected_before_every_call_unless_told_not_to(collect):
         assert all(events[i - 1] == "gc" for i, e in enumerate(events) if e != "gc")
     else:  # the calls follow each other with no full collection between them
         assert events == calls
+
+
+def test_summed_adds_the_parts_run_by_run():
+    from agentgym.core.timing import Alternated, summed
+
+    one = Alternated(
+        {"a": [Sample(1.0, 0.5), Sample(2.0, 1.0)], "b": [Sample(3.0, 3.0), Sample(4.0, 4.0)]},
+        {"a": ["a0", "a1"], "b": ["b0", "b1"]},
+    )
+    two = Alternated(
+        {"a": [Sample(10.0, 5.0), Sample(20.0, 10.0)], "b": [Sample(1.0, 1.0), Sample(1.0, 1.0)]},
+        {"a": ["A0", "A1"], "b": ["B0", "B1"]},
+    )
+    total = summed([one, two])
+    assert total.samples["a"] == [Sample(11.0, 5.5), Sample(22.0, 11.0)]
+    assert total.samples["b"] == [Sample(4.0, 4.0), Sample(5.0, 5.0)]
+    assert total.results["a"] == [["a0", "A0"], ["a1", "A1"]]
+    assert total.median("a") == 16.5
+
+
+def test_summed_refuses_parts_that_do_not_line_up():
+    from agentgym.core.timing import summed
+
+    with pytest.raises(ValueError):
+        summed([])
+    with pytest.raises(ValueError):
+        summed([alternate({"a": lambda: None}, 2, 0), alternate({"a": lambda: None}, 3, 0)])
+    with pytest.raises(ValueError):
+        summed([alternate({"a": lambda: None}, 1, 0), alternate({"b": lambda: None}, 1, 0)])
