@@ -9,6 +9,8 @@ that compares sides measures them the same way here:
 * each run is timed on two clocks, wall time (``perf_counter``) and this process's CPU time
   (``process_time``: user + system of every thread, not of child processes), since CPU time
   is what a loaded host does not inflate;
+* garbage is collected (untimed) before every run, so no side pays for a collection that
+  another side's garbage made due;
 * a side's figure is the median over its runs, reported with the min and max.
 
     timed = alternate({"ours": run_ours, "peer": run_peer}, repeats=5, warmup=1)
@@ -19,13 +21,19 @@ that compares sides measures them the same way here:
 A side that must set up before the part worth timing (open a game, register an env) times
 that part itself and returns its :class:`Sample`; :func:`alternate` then records it instead
 of the whole call (see :class:`Stopwatch`).
+
+A workload made of parts (games, episodes) can alternate part by part, so that the sides'
+runs of a part are seconds apart at most, and the parts' runs then add up round by round:
+
+    rounds = summed([alternate({"ours": ours(g), "peer": peer(g)}, 5) for g in games])
 """
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -101,6 +109,18 @@ class Alternated:
         below = self.median(denominator, clock)
         return self.median(numerator, clock) / below if below > 0 else float("inf")
 
+    def ratio_range(
+        self, numerator: str, denominator: str, clock: Clock = "wall"
+    ) -> tuple[float, float]:
+        """``(min, max)`` over the rounds of ``numerator / denominator``, round by round.
+
+        The ratio of the medians (:meth:`ratio`) always lies in this range; a wide range says
+        the host, not the sides, moved the figures.
+        """
+        pairs = zip(self.samples[numerator], self.samples[denominator], strict=True)
+        values = [a.on(clock) / b.on(clock) if b.on(clock) > 0 else float("inf") for a, b in pairs]
+        return min(values), max(values)
+
     def summary(self, per: float = 1.0, unit: str = "s") -> dict[str, dict[str, float]]:
         """JSON-ready figures per side: median, min and max on both clocks, divided by ``per``.
 
@@ -121,15 +141,42 @@ class Alternated:
         return out
 
 
+def summed(parts: Sequence[Alternated]) -> Alternated:
+    """The parts' runs added up round by round: run ``r`` of a side is its run ``r`` of every part.
+
+    ``results[side][r]`` lists that side's results of round ``r``, part by part.
+
+    Raises:
+        ValueError: no parts, or parts that differ in their sides or their number of runs.
+    """
+    if not parts:
+        raise ValueError("summed needs at least one part")
+    shape = {side: len(runs) for side, runs in parts[0].samples.items()}
+    if any({side: len(runs) for side, runs in p.samples.items()} != shape for p in parts):
+        raise ValueError("summed needs parts with the same sides and runs")
+    out = Alternated()
+    for side, runs in shape.items():
+        columns = [[p.samples[side][r] for p in parts] for r in range(runs)]
+        out.samples[side] = [
+            Sample(sum(s.wall_s for s in col), sum(s.cpu_s for s in col)) for col in columns
+        ]
+        out.results[side] = [[p.results[side][r] for p in parts] for r in range(runs)]
+    return out
+
+
 def alternate(
-    sides: Mapping[str, Callable[[], Any]], repeats: int = 5, warmup: int = 1
+    sides: Mapping[str, Callable[[], Any]],
+    repeats: int = 5,
+    warmup: int = 1,
+    collect: bool = True,
 ) -> Alternated:
     """Run every side ``warmup + repeats`` times, alternating the order round by round.
 
     Round ``r`` calls the sides in the mapping's order when ``r`` is even and in reverse when
     it is odd; the first ``warmup`` rounds are run and discarded (imports, caches, JIT). A
     side that returns a :class:`Sample` has timed itself: that sample is recorded (and the
-    result kept is the sample too).
+    result kept is the sample too). ``collect``: a full garbage collection, untimed, before
+    every call (a side still pays for collections its own garbage makes due while it runs).
 
     Raises:
         ValueError: no sides, or ``repeats`` < 1 or ``warmup`` < 0.
@@ -142,6 +189,8 @@ def alternate(
     out = Alternated({n: [] for n in names}, {n: [] for n in names})
     for r in range(warmup + repeats):
         for name in names if r % 2 == 0 else reversed(names):
+            if collect:
+                gc.collect()
             result, sample = timed(sides[name])
             if isinstance(result, Sample):
                 sample = result

@@ -3,8 +3,10 @@
 ALFWorld steps per second are measured against ALFWorld's own ``AlfredTWEnv`` on the same
 generated games (the stock env in a separate process), with the observation agreement rate;
 TextWorld steps per second against textworld's own gym env on the same games and commands;
-and the time it takes to generate a game. Every comparison is measured in the same run;
-speed targets live here, never in tests.
+and the time it takes to generate a game. Every comparison is measured in the same run, in
+alternating repeated rounds (:func:`agentgym.core.timing.alternate`): each side's median and
+range on wall and CPU time, and the ratios from the medians. Speed targets live here, never
+in tests.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from agentgym.core.timing import Alternated, Sample, Stopwatch, alternate
+from agentgym.core.timing import Alternated, Sample, Stopwatch, alternate, summed
 from agentgym.envs.text.alfworld_env import NOTHING_HAPPENS
 from agentgym.envs.text.alfworld_game import AlfredGame
 from agentgym.registry import make
@@ -63,8 +65,9 @@ def _random_commands(env: Any, task_id: str, steps: int, rng: np.random.Generato
 def alfworld_row(preset: str, games: int, steps: int, repeats: int = 3) -> dict[str, Any]:
     """Ours (the engine alone, and the whole env with its info) against ``AlfredTWEnv``.
 
-    The engine and ``AlfredTWEnv`` play the same commands ``repeats`` times each, alternating
-    which goes first; the env's speed is the median of ``repeats`` passes.
+    The engine, the env and ``AlfredTWEnv`` play the same commands ``repeats`` times each in
+    alternating rounds; speeds and speed-ups come from each side's median, on wall and CPU
+    time, with the rounds' range.
     """
     env = make(f"agentgym/ALFWorld-{preset}-v0", split="test")
     base: Any = env.unwrapped
@@ -72,25 +75,44 @@ def alfworld_row(preset: str, games: int, steps: int, repeats: int = 3) -> dict[
     paths = [base.game_path(t) for t in task_ids]
     rng = np.random.default_rng(0)
     episodes = [(t, _random_commands(env, t, steps, rng)) for t in task_ids]
-    env_runs = alternate({"env": _our_side(env, episodes)}, repeats=repeats, warmup=1)
-    env_sps = sum(len(c) for _, c in episodes) / env_runs.median("env")
-    result = compare_with_stock(paths, commands=[c for _, c in episodes], repeats=repeats)
+    result = compare_with_stock(
+        paths,
+        commands=[c for _, c in episodes],
+        repeats=repeats,
+        also={"env": _our_side(env, episodes)},
+    )
     env.close()
+    rounds, n = result.rounds, result.steps
+    assert rounds is not None
+    names = {"ours": "engine", "env": "env", "stock": "AlfredTWEnv"}
     return {
         "env": f"ALFWorld-{preset}",
         "games": games,
-        "steps": result.steps,
+        "steps": n,
         "repeats": result.repeats,
         "agreement": result.agreement,
         "engine_steps_per_s": result.ours_steps_per_s,
         "engine_cpu_steps_per_s": result.ours_cpu_steps_per_s,
-        "env_steps_per_s": env_sps,
+        "env_steps_per_s": n / rounds.median("env"),
+        "env_cpu_steps_per_s": n / max(rounds.median("env", "cpu"), 1e-9),
         "peer": "alfworld AlfredTWEnv",
         "peer_steps_per_s": result.stock_steps_per_s,
         "peer_cpu_steps_per_s": result.stock_cpu_steps_per_s,
-        "ratio": env_sps / result.stock_steps_per_s,
-        "engine_ratio_cpu": result.ours_cpu_steps_per_s / result.stock_cpu_steps_per_s,
+        "ratio": rounds.ratio("stock", "env"),
+        "ratio_cpu": rounds.ratio("stock", "env", clock="cpu"),
+        "ratio_range": _rounded(rounds.ratio_range("stock", "env")),
+        "ratio_cpu_range": _rounded(rounds.ratio_range("stock", "env", clock="cpu")),
+        "engine_ratio": rounds.ratio("stock", "ours"),
+        "engine_ratio_cpu": rounds.ratio("stock", "ours", clock="cpu"),
+        "timing_ms_per_step": {
+            names[side]: row for side, row in rounds.summary(per=n, unit="ms").items()
+        },
     }
+
+
+def _rounded(pair: tuple[float, float], shift: float = 0.0) -> list[float]:
+    """``[lo + shift, hi + shift]`` to four places (JSON-ready)."""
+    return [round(pair[0] + shift, 4), round(pair[1] + shift, 4)]
 
 
 # ---------------------------------------------------------------------- TextWorld
@@ -145,8 +167,9 @@ def _our_side(env: Any, episodes: list[tuple[str, list[str]]]) -> Callable[[], S
 def textworld_row(preset: str, games: int, steps: int, repeats: int = 5) -> dict[str, Any]:
     """Ours against textworld's gym env on the same games and commands.
 
-    Both sides play every episode ``repeats`` times in alternating order (after one warm-up
-    round); steps per second come from the median of each side's runs, on wall and CPU time.
+    Both sides play each episode ``repeats`` times in alternating order (after one warm-up
+    round), game by game; round ``r`` of a side adds up its ``r``-th run of every game.
+    Steps per second come from the median of each side's rounds, on wall and CPU time.
     """
     env = make(f"agentgym/TextWorld-{preset}-v0", split="test")
     base: Any = env.unwrapped
@@ -168,11 +191,20 @@ def textworld_row(preset: str, games: int, steps: int, repeats: int = 5) -> dict
     from agentgym.envs.text._tw import ensure_game
 
     paths = [ensure_game(base.preset.spec(int(t))) for t in task_ids]
-    sides = {
-        "ours": _our_side(env, episodes),
-        "textworld.gym": _stock_textworld_side(paths, episodes),
-    }
-    timed = alternate(sides, repeats=repeats, warmup=1)
+    # game by game, so that drift on a shared host moves both sides' runs of a game alike
+    timed = summed(
+        [
+            alternate(
+                {
+                    "ours": _our_side(env, [episode]),
+                    "textworld.gym": _stock_textworld_side([path], [episode]),
+                },
+                repeats=repeats,
+                warmup=1,
+            )
+            for path, episode in zip(paths, episodes, strict=True)
+        ]
+    )
     env.close()
     n = sum(len(c) for _, c in episodes)
     return {
@@ -186,16 +218,12 @@ def textworld_row(preset: str, games: int, steps: int, repeats: int = 5) -> dict
         "ratio": timed.ratio("textworld.gym", "ours"),
         "overhead": timed.ratio("ours", "textworld.gym") - 1.0,
         "overhead_cpu": timed.ratio("ours", "textworld.gym", clock="cpu") - 1.0,
-        "overhead_range": _overhead_range(timed),
+        "overhead_range": _rounded(timed.ratio_range("ours", "textworld.gym"), -1.0),
+        "overhead_cpu_range": _rounded(
+            timed.ratio_range("ours", "textworld.gym", clock="cpu"), -1.0
+        ),
         "timing_ms_per_step": timed.summary(per=n, unit="ms"),
     }
-
-
-def _overhead_range(timed: Alternated) -> list[float]:
-    """Lowest and highest overhead over the rounds (ours / peer - 1, round by round)."""
-    pairs = zip(timed.samples["ours"], timed.samples["textworld.gym"], strict=True)
-    values = [a.wall_s / b.wall_s - 1.0 for a, b in pairs]
-    return [round(min(values), 4), round(max(values), 4)]
 
 
 # ---------------------------------------------------------------------- generation
@@ -258,33 +286,35 @@ def _print(
 ) -> None:
     table = Table(
         *("env", "games", "steps", "agree", "engine st/s", "env st/s", "stock st/s"),
-        "env / stock",
-        "engine / stock (CPU)",
+        *("env / stock", "round range", "env / stock (CPU)", "engine / stock (CPU)"),
         title=f"ALFWorld against AlfredTWEnv (goal: ≥{GOAL_ALFWORLD_SPEEDUP:g}×; medians of "
         "alternating runs)",
     )
     for r in alfworld:
+        lo, hi = r["ratio_range"]
         table.add_row(
             r["env"],
             str(r["games"]),
-            str(r["steps"]),
+            f"{r['steps']} × {r['repeats']}",
             f"{r['agreement']:.1%}",
             f"{r['engine_steps_per_s']:,.0f}",
             f"{r['env_steps_per_s']:,.0f}",
             f"{r['peer_steps_per_s']:,.1f}",
             f"{r['ratio']:.1f}×",
+            f"{lo:.1f}× … {hi:.1f}×",
+            f"{r['ratio_cpu']:.1f}×",
             f"{r['engine_ratio_cpu']:.1f}×",
         )
     console.print(table)
     table = Table(
         *("env", "games", "steps", "ours st/s", "textworld.gym st/s", "overhead"),
-        "round range",
-        "overhead (CPU)",
+        *("round range", "overhead (CPU)", "round range (CPU)"),
         title=f"TextWorld against textworld.gym (goal: ≤{GOAL_TEXTWORLD_OVERHEAD:.0%} overhead; "
         "medians of alternating runs)",
     )
     for r in textworld:
         lo, hi = r["overhead_range"]
+        cpu_lo, cpu_hi = r["overhead_cpu_range"]
         table.add_row(
             r["env"],
             str(r["games"]),
@@ -294,6 +324,7 @@ def _print(
             f"{r['overhead']:+.1%}",
             f"{lo:+.1%} … {hi:+.1%}",
             f"{r['overhead_cpu']:+.1%}",
+            f"{cpu_lo:+.1%} … {cpu_hi:+.1%}",
         )
     console.print(table)
     table = Table("env", "games", "s / game", title="Game generation (no cache)")
@@ -349,6 +380,7 @@ class StockComparison:
         ours_cpu_steps_per_s: ours on CPU time.
         stock_cpu_steps_per_s: ``AlfredTWEnv``'s on its process's CPU time.
         repeats: rounds each side played (alternating which side goes first).
+        rounds: every timed run, per side (``"ours"``, ``"stock"`` and any other side).
     """
 
     observations: int
@@ -359,6 +391,7 @@ class StockComparison:
     ours_cpu_steps_per_s: float = 0.0
     stock_cpu_steps_per_s: float = 0.0
     repeats: int = 1
+    rounds: Alternated | None = field(default=None, compare=False, repr=False)
 
     @property
     def agreement(self) -> float:
@@ -378,18 +411,22 @@ def compare_with_stock(
     invalid_rate: float = 0.1,
     commands: Sequence[Sequence[str]] | None = None,
     repeats: int = 1,
+    also: Mapping[str, Callable[[], Sample]] | None = None,
 ) -> StockComparison:
     """Play the same commands on ``games`` here and in ALFWorld's ``AlfredTWEnv``, and compare.
 
     ``AlfredTWEnv`` runs in a separate process, with the dqn setting, which adds no expert,
-    over a folder holding exactly these games. Every observation, admissible list and won flag
-    is compared (in the first round).
+    over a folder holding exactly these games, timing its steps on its own wall and CPU
+    clocks. Every observation, admissible list and won flag is compared (its first run
+    against our untimed first pass).
 
     Commands: ``commands[i]`` on game ``i`` if given, else up to ``steps`` per game, uniform
     over the admissible commands, with an unknown command ``invalid_rate`` of the time; either
-    way until the game is won. Each game folder needs its ``traj_data.json`` (``AlfredTWEnv``
-    skips games without one). ``repeats`` rounds per side, ours first in the first round
-    (it draws the commands) and the order alternating after it; speeds are the medians.
+    way until the game is won (drawn in our untimed first pass). Each game folder needs its
+    ``traj_data.json`` (``AlfredTWEnv`` skips games without one). Then ``repeats`` rounds,
+    alternating which side goes first, each side's steps timed (resets excluded); speeds are
+    the medians. ``also``: more sides timed in the same rounds (name -> a function returning
+    the :class:`~agentgym.core.timing.Sample` of its steps), e.g. the whole env on these games.
     """
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory(prefix="alfworld-stock-") as tmp:
@@ -401,32 +438,26 @@ def compare_with_stock(
             for name in ("game.tw-pddl", "traj_data.json"):
                 (dst / name).write_bytes((Path(src).parent / name).read_bytes())
             paths.append(dst / "game.tw-pddl")
-        plan = _Plan(steps, rng, invalid_rate, commands)
-        ours, to_play, first = _play_ours(paths, plan)
-        stock, stock_first = _play_stock(Path(tmp), root, to_play)
-        rounds = alternate(
-            {
-                "stock": lambda: _play_stock(Path(tmp), root, to_play)[1],
-                "ours": lambda: _play_ours(paths, _Plan(0, rng, 0.0, list(to_play.values())))[2],
-            },
-            repeats=max(repeats - 1, 1),
-            warmup=0,
-        )
-    if repeats > 1:
-        rounds.samples["ours"].insert(0, first)
-        rounds.samples["stock"].insert(0, stock_first)
-    else:
-        rounds.samples = {"ours": [first], "stock": [stock_first]}
-    total = sum(len(rows) for rows in ours.values())
+        ours, to_play, _ = _play_ours(paths, _Plan(steps, rng, invalid_rate, commands))
+        replay = _Plan(0, rng, 0.0, list(to_play.values()))
+        stock: dict[str, Any] = {}
+
+        def play_stock() -> Sample:
+            records, sample = _play_stock(Path(tmp), root, to_play)
+            stock.setdefault("records", records)
+            return sample
+
+        sides = {"stock": play_stock, "ours": lambda: _play_ours(paths, replay)[2], **(also or {})}
+        rounds = alternate(sides, repeats=max(repeats, 1), warmup=0)
     agreeing = sum(
         a == b
         for key, rows in ours.items()
-        for a, b in itertools.zip_longest(rows, stock[key])
+        for a, b in itertools.zip_longest(rows, stock["records"][key])
         if a is not None
     )
     n = sum(len(c) for c in to_play.values())
     return StockComparison(
-        observations=total,
+        observations=sum(len(rows) for rows in ours.values()),
         agreeing=agreeing,
         steps=n,
         ours_steps_per_s=n / rounds.median("ours"),
@@ -434,6 +465,7 @@ def compare_with_stock(
         ours_cpu_steps_per_s=n / max(rounds.median("ours", "cpu"), 1e-9),
         stock_cpu_steps_per_s=n / max(rounds.median("stock", "cpu"), 1e-9),
         repeats=max(repeats, 1),
+        rounds=rounds,
     )
 
 

@@ -52,3 +52,68 @@ def test_a_side_that_times_itself_is_recorded_by_its_own_sample():
     timed = alternate({"self": side}, 2, 0)
     assert all(s.wall_s < 0.03 for s in timed.samples["self"])
     assert timed.results["self"] == timed.samples["self"]
+
+
+def test_ratio_range_spans_the_rounds_and_holds_the_ratio_of_medians():
+    timed = alternate({"x": lambda: None}, 1, 0)
+    timed.samples = {
+        "ours": [Sample(1.1, 1.0), Sample(3.0, 1.2), Sample(1.0, 1.1)],
+        "peer": [Sample(1.0, 1.0), Sample(1.0, 1.0), Sample(2.0, 1.0)],
+    }
+    lo, hi = timed.ratio_range("ours", "peer")
+    assert (lo, hi) == (0.5, 3.0)
+    assert lo <= timed.ratio("ours", "peer") <= hi
+    assert timed.ratio_range("ours", "peer", clock="cpu") == (1.0, 1.2)
+
+
+@pytest.mark.parametrize("collect", [True, False])
+def test_garbage_is_collected_before_every_call_unless_told_not_to(collect):
+    import gc
+
+    events: list[str] = []
+
+    def on_gc(phase, info):
+        if phase == "start" and info["generation"] == 2:
+            events.append("gc")
+
+    gc.callbacks.append(on_gc)
+    try:
+        sides = {"a": lambda: events.append("a"), "b": lambda: events.append("b")}
+        alternate(sides, 2, 0, collect=collect)
+    finally:
+        gc.callbacks.remove(on_gc)
+    calls = [e for e in events if e != "gc"]
+    assert calls == ["a", "b", "b", "a"]
+    if collect:  # a full collection right before each call
+        assert all(events[i - 1] == "gc" for i, e in enumerate(events) if e != "gc")
+    else:  # the calls follow each other with no full collection between them
+        assert events == calls
+
+
+def test_summed_adds_the_parts_run_by_run():
+    from agentgym.core.timing import Alternated, summed
+
+    one = Alternated(
+        {"a": [Sample(1.0, 0.5), Sample(2.0, 1.0)], "b": [Sample(3.0, 3.0), Sample(4.0, 4.0)]},
+        {"a": ["a0", "a1"], "b": ["b0", "b1"]},
+    )
+    two = Alternated(
+        {"a": [Sample(10.0, 5.0), Sample(20.0, 10.0)], "b": [Sample(1.0, 1.0), Sample(1.0, 1.0)]},
+        {"a": ["A0", "A1"], "b": ["B0", "B1"]},
+    )
+    total = summed([one, two])
+    assert total.samples["a"] == [Sample(11.0, 5.5), Sample(22.0, 11.0)]
+    assert total.samples["b"] == [Sample(4.0, 4.0), Sample(5.0, 5.0)]
+    assert total.results["a"] == [["a0", "A0"], ["a1", "A1"]]
+    assert total.median("a") == 16.5
+
+
+def test_summed_refuses_parts_that_do_not_line_up():
+    from agentgym.core.timing import summed
+
+    with pytest.raises(ValueError):
+        summed([])
+    with pytest.raises(ValueError):
+        summed([alternate({"a": lambda: None}, 2, 0), alternate({"a": lambda: None}, 3, 0)])
+    with pytest.raises(ValueError):
+        summed([alternate({"a": lambda: None}, 1, 0), alternate({"b": lambda: None}, 1, 0)])

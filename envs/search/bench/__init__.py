@@ -1,7 +1,8 @@
 """Search family speed: env steps, BM25, dense search and query encoding.
 
 Env steps are measured against the bare engine and BM25 against rank-bm25. Every comparison
-is measured in the same run.
+is measured in the same run, the sides alternating (runs in rounds, or queries one by one),
+on wall and CPU time: medians, with the rounds' range or the queries' p95.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ ENV_IDS = (
     "agentgym/Search-Free-Small-v0",
     "agentgym/Search-Free-Medium-v0",
 )
-REPEATS = 3
+REPEATS = 5
+"""Alternating rounds of each env run (2 in a quick run)."""
 
 
 def _record(env_id: str, episodes: int) -> list[tuple[int, list[Any]]]:
@@ -80,8 +82,12 @@ def _engine_loop(env_id: str, episodes: list[tuple[int, list[Any]]]) -> Sample:
     return watch.sample
 
 
-def env_rows(episodes: int = 200) -> list[dict[str, Any]]:
-    """Median steps/s of each id; for menu ids also of the bare engine, alternating runs."""
+def env_rows(episodes: int = 200, repeats: int = REPEATS) -> list[dict[str, Any]]:
+    """Median steps/s of each id; for menu ids also of the bare engine, alternating runs.
+
+    Each row also holds ``timing_us_per_step``: each side's median, min and max microseconds
+    per step on wall and CPU time over its ``repeats`` runs.
+    """
     rows = []
     for env_id in ENV_IDS:
         played = _record(env_id, episodes)
@@ -89,21 +95,27 @@ def env_rows(episodes: int = 200) -> list[dict[str, Any]]:
         sides = {"env": functools.partial(_env_loop, env_id, played)}
         if "Menu" in env_id:
             sides["engine"] = functools.partial(_engine_loop, env_id, played)
-        timed = alternate(sides, repeats=REPEATS, warmup=0)
-        row: dict[str, Any] = {"env_id": env_id, "steps": n}
-        row["env_steps_per_s"] = round(n / timed.median("env"), 1)
-        row["env_cpu_steps_per_s"] = round(n / max(timed.median("env", "cpu"), 1e-9), 1)
+        # the replays follow _record's play of the same episodes: the code is warm already
+        timed = alternate(sides, repeats=repeats, warmup=0)
+        row: dict[str, Any] = {"env_id": env_id, "steps": n, "repeats": repeats}
+        for side in sides:
+            row[f"{side}_steps_per_s"] = round(n / timed.median(side), 1)
+            row[f"{side}_cpu_steps_per_s"] = round(n / max(timed.median(side, "cpu"), 1e-9), 1)
         if "engine" in sides:
-            row["engine_steps_per_s"] = round(n / timed.median("engine"), 1)
+            lo, hi = timed.ratio_range("engine", "env")
+            row["env_engine_range"] = [round(lo, 3), round(hi, 3)]
+        row["timing_us_per_step"] = timed.summary(per=n, unit="us")
         rows.append(row)
     return rows
 
 
 def run(console: Console, quick: bool = False) -> dict[str, Any]:
     """All search measurements; ``quick`` shrinks sizes for a smoke run."""
-    envs = env_rows(episodes=20 if quick else 200)
+    envs = env_rows(episodes=20 if quick else 200, repeats=2 if quick else REPEATS)
     bm25 = bm25_rows(
-        sizes=(500, 2_000) if quick else (2_000, 100_000), queries=20 if quick else 200
+        sizes=(500, 2_000) if quick else (2_000, 100_000),
+        queries=20 if quick else 200,
+        build_repeats=2 if quick else 3,
     )
     dense = dense_rows(n_docs=2_000 if quick else 100_000, queries=10 if quick else 100)
     ratios: dict[str, float] = {}
@@ -112,11 +124,19 @@ def run(console: Console, quick: bool = False) -> dict[str, Any]:
             ratios[f"env/engine {r['env_id']}"] = round(
                 r["env_steps_per_s"] / r["engine_steps_per_s"], 3
             )
+            ratios[f"env/engine (CPU) {r['env_id']}"] = round(
+                r["env_cpu_steps_per_s"] / r["engine_cpu_steps_per_s"], 3
+            )
     flat = min(r["p50_ms"] for r in dense if r["op"].startswith("faiss"))
     ours = next(r["p50_ms"] for r in dense if r["op"].startswith("DenseRetriever"))
     ratios["dense faiss flat/ours p50"] = round(flat / ours, 2)
+    flat_cpu = min(r["cpu_p50_ms"] for r in dense if r["op"].startswith("faiss"))
+    ours_cpu = next(r["cpu_p50_ms"] for r in dense if r["op"].startswith("DenseRetriever"))
+    ratios["dense faiss flat/ours CPU p50"] = round(flat_cpu / max(ours_cpu, 1e-6), 2)
     for r in bm25:
         ratios[f"bm25 rank-bm25/ours p50 at {r['size']}"] = round(r["speedup_p50"], 1)
+        ratios[f"bm25 rank-bm25/ours CPU p50 at {r['size']}"] = round(r["speedup_cpu_p50"], 1)
+        ratios[f"bm25 build rank-bm25/ours at {r['size']}"] = round(r["build_speedup"], 2)
         ratios[f"bm25 top-10 agreement at {r['size']}"] = r["top10_agreement"]
     _print(console, envs, bm25, dense)
     rows = [{"kind": "env", **r} for r in envs]
@@ -131,14 +151,22 @@ def _print(
     bm25: list[dict[str, Any]],
     dense: list[dict[str, Any]],
 ) -> None:
-    table = Table("env", "steps", "env steps/s", "engine-only steps/s", title="env steps")
+    table = Table(
+        *("env", "steps", "env steps/s", "CPU", "engine-only steps/s", "CPU"),
+        "engine / env time (rounds)",
+        title="env steps (medians of alternating runs)",
+    )
     for r in envs:
         engine = r.get("engine_steps_per_s")
+        span = r.get("env_engine_range")
         table.add_row(
             r["env_id"],
-            str(r["steps"]),
+            f"{r['steps']} × {r['repeats']}",
             f"{r['env_steps_per_s']:,.0f}",
+            f"{r['env_cpu_steps_per_s']:,.0f}",
             "" if engine is None else f"{engine:,.0f}",
+            "" if engine is None else f"{r['engine_cpu_steps_per_s']:,.0f}",
+            "" if span is None else f"{span[0]:.2f} … {span[1]:.2f}",
         )
     console.print(table)
     table = Table(
@@ -147,6 +175,7 @@ def _print(
         "rank-bm25 p50/p95 ms",
         "speed-up",
         "speed-up (CPU)",
+        "build s, ours / rank-bm25",
         "top-10 agreement",
         title="BM25 top-10 query latency (tokenising included; queries interleaved)",
     )
@@ -157,6 +186,7 @@ def _print(
             f"{r['reference_p50_ms']:.1f} / {r['reference_p95_ms']:.1f}",
             f"{r['speedup_p50']:.0f}x",
             f"{r['speedup_cpu_p50']:.0f}x",
+            f"{r['fast_build_s']:.2f} / {r['reference_build_s']:.2f}",
             f"{r['top10_agreement']:.0%} of {r['reference_queries']}",
         )
     console.print(table)

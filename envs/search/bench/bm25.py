@@ -4,18 +4,18 @@ Documents are the pages of ``generate_world(size, seed)`` (title and sentences j
 queries are question-like strings built from random entity names and relation words. Both
 implementations are timed through :class:`BM25Retriever` (tokenising and top-10 included),
 query by query, alternating which goes first, on wall and CPU clocks; medians (p50) compare.
+Index builds are timed in alternating repeated rounds (:func:`agentgym.core.timing.alternate`).
 """
 
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from agentgym.core.timing import timed
+from agentgym.core.timing import Alternated, Sample, Stopwatch, alternate, timed
 from agentgym.envs.search.data import document
 from agentgym.envs.search.retrieval.bm25 import BM25Retriever
 from agentgym.envs.search.world import World, generate_world
@@ -54,10 +54,26 @@ def make_queries(world: World, n: int, seed: int) -> list[str]:
     ]
 
 
-def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    start = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - start
+def _builds(texts: list[str], repeats: int) -> tuple[dict[str, BM25Retriever], Alternated]:
+    """Both indexes built ``repeats`` times in alternating rounds; the last of each and the runs.
+
+    Only the last index of each side is kept: the previous one is dropped before a build, so
+    memory holds at most one of each.
+    """
+    built: dict[str, BM25Retriever] = {}
+
+    def build(impl: str) -> Callable[[], Sample]:
+        def side() -> Sample:
+            built.pop(impl, None)
+            with Stopwatch() as watch:
+                retriever = BM25Retriever(texts, impl=impl)
+            built[impl] = retriever
+            return watch.sample
+
+        return side
+
+    runs = alternate({"fast": build("fast"), "reference": build("reference")}, repeats, 0)
+    return built, runs
 
 
 def _latencies_ms(
@@ -89,13 +105,14 @@ def _latencies_ms(
     )
 
 
-def _row(size: int, queries: int, seed: int) -> dict[str, Any]:
+def _row(size: int, queries: int, seed: int, build_repeats: int) -> dict[str, Any]:
     world = generate_world(size, seed)
     texts = page_texts(world)
     query_texts = make_queries(world, queries, seed)
     n_reference = max(1, min(queries, REFERENCE_DOC_QUERIES // size))
-    fast, fast_build_s = _timed(lambda: BM25Retriever(texts))
-    reference, reference_build_s = _timed(lambda: BM25Retriever(texts, impl="reference"))
+    built, builds = _builds(texts, build_repeats)
+    # the fast side first: past the paired queries, only the first side answers
+    fast, reference = built["fast"], built["reference"]
     hits, wall, cpu = _latencies_ms(
         {"fast": fast, "reference": reference}, query_texts, n_reference
     )
@@ -108,8 +125,12 @@ def _row(size: int, queries: int, seed: int) -> dict[str, Any]:
         "size": size,
         "queries": queries,
         "reference_queries": n_reference,
-        "fast_build_s": fast_build_s,
-        "reference_build_s": reference_build_s,
+        "build_repeats": build_repeats,
+        "fast_build_s": builds.median("fast"),
+        "reference_build_s": builds.median("reference"),
+        "build_speedup": builds.ratio("reference", "fast"),
+        "build_speedup_cpu": builds.ratio("reference", "fast", clock="cpu"),
+        "build_timing_s": builds.summary(),
         "fast_p50_ms": fast_p50,
         "fast_p95_ms": float(np.percentile(wall["fast"], 95)),
         "reference_p50_ms": reference_p50,
@@ -124,7 +145,10 @@ def _row(size: int, queries: int, seed: int) -> dict[str, Any]:
 
 
 def bm25_rows(
-    sizes: Sequence[int] = (2_000, 100_000), queries: int = 200, seed: int = 0
+    sizes: Sequence[int] = (2_000, 100_000),
+    queries: int = 200,
+    seed: int = 0,
+    build_repeats: int = 3,
 ) -> list[dict[str, Any]]:
     """Fast BM25 against rank-bm25, one row per corpus size with both implementations.
 
@@ -133,12 +157,16 @@ def bm25_rows(
         queries: Queries timed on the fast index; the reference runs the first
             ``min(queries, REFERENCE_DOC_QUERIES // size)`` of them (at least one).
         seed: Seed of the worlds and of the queries.
+        build_repeats: Alternating rounds in which both indexes are built.
 
     Returns:
         Rows with keys ``size``, ``queries``, ``reference_queries``, ``fast_build_s`` and
-        ``reference_build_s`` (tokenising included), ``fast_p50_ms``, ``fast_p95_ms``,
-        ``reference_p50_ms``, ``reference_p95_ms`` (per-query latency of tokenising and
-        top-10), ``speedup_p50`` (reference p50 / fast p50) and ``top10_agreement`` (fraction
-        of the reference's queries whose top-10 lists are identical; 1.0 expected).
+        ``reference_build_s`` (median build of each, tokenising included; ``build_timing_s``:
+        each side's median, min and max on wall and CPU time; ``build_speedup`` and
+        ``build_speedup_cpu``: reference / fast from the medians), ``fast_p50_ms``,
+        ``fast_p95_ms``, ``reference_p50_ms``, ``reference_p95_ms`` (per-query latency of
+        tokenising and top-10), ``speedup_p50`` (reference p50 / fast p50) and
+        ``top10_agreement`` (fraction of the reference's queries whose top-10 lists are
+        identical; 1.0 expected).
     """
-    return [_row(size, queries, seed) for size in sizes]
+    return [_row(size, queries, seed, build_repeats) for size in sizes]

@@ -258,12 +258,19 @@ def test_title_index_matches_rank_bm25_on_the_small_preset():
 def test_bench_rows_on_a_tiny_world():
     from agentgym.envs.search.bench.bm25 import bm25_rows
 
-    (row,) = bm25_rows(sizes=(40,), queries=5, seed=1)
+    (row,) = bm25_rows(sizes=(40,), queries=5, seed=1, build_repeats=2)
     assert row["size"] == 40
     assert row["reference_queries"] == 5
     assert row["top10_agreement"] == 1.0
     assert row["fast_p50_ms"] > 0 and row["reference_p50_ms"] > 0
     assert row["fast_cpu_p50_ms"] > 0 and row["speedup_cpu_p50"] > 0  # both clocks
+    # both indexes built in alternating rounds: a median per side within its own range
+    builds = row["build_timing_s"]
+    assert set(builds) == {"fast", "reference"}
+    for side, timing in builds.items():
+        assert timing["runs"] == 2
+        assert timing["wall_min_s"] - 1e-6 <= row[f"{side}_build_s"] <= timing["wall_max_s"] + 1e-6
+    assert row["build_speedup"] > 0 and row["build_speedup_cpu"] > 0
 
 
 def test_bench_interleaves_queries_alternating_which_side_goes_first():

@@ -19,9 +19,16 @@ def test_quick_run_compares_both_engines_with_their_stock_envs():
         timing = r["timing_ms_per_step"]
         assert set(timing) == {"ours", "textworld.gym"}
         assert all(t["runs"] == r["repeats"] >= 2 and t["cpu_ms"] > 0 for t in timing.values())
-        lo, hi = r["overhead_range"]
-        assert lo - 1e-4 <= r["overhead"] <= hi + 1e-4  # medians lie within the rounds
-    assert all(r["repeats"] >= 2 and r["peer_cpu_steps_per_s"] > 0 for r in doc["alfworld"])
+        for key, span in (("overhead", "overhead_range"), ("overhead_cpu", "overhead_cpu_range")):
+            lo, hi = r[span]
+            assert lo - 1e-4 <= r[key] <= hi + 1e-4  # medians lie within the rounds
+    for r in doc["alfworld"]:  # engine, env and the stock env in the same rounds
+        timing = r["timing_ms_per_step"]
+        assert set(timing) == {"engine", "env", "AlfredTWEnv"}
+        assert all(t["runs"] == r["repeats"] >= 2 and t["cpu_ms"] > 0 for t in timing.values())
+        for key in ("ratio", "ratio_cpu"):
+            lo, hi = r[f"{key}_range"]
+            assert lo - 1e-3 <= r[key] <= hi + 1e-3
     assert {r["env"] for r in doc["generation"]} == {
         "ALFWorld-Small",
         "ALFWorld-Standard",
