@@ -133,7 +133,7 @@ def _token_weights(
 ) -> dict[Key, torch.Tensor]:
     """Per key, ``w_t`` with ``aggregate(ℓ) = Σ_t w_t ℓ_t`` over ``keys``' tokens (module doc)."""
     mask, seq_ids, turn_ids = batch.token_index(keys)
-    probe = torch.zeros(mask.shape, requires_grad=True)
+    probe = torch.zeros(mask.shape, device=mask.device, requires_grad=True)
     agg = aggregate(
         probe,
         mask,
@@ -145,7 +145,7 @@ def _token_weights(
     if agg.requires_grad:
         (flat,) = torch.autograd.grad(agg, probe)
     else:  # no token masked in: nothing to weigh
-        flat = torch.zeros(mask.shape)
+        flat = torch.zeros(mask.shape, device=mask.device)
     sizes = [len(batch.turn(k).mask()) for k in keys]
     return dict(zip(keys, flat.split(sizes), strict=True))
 
