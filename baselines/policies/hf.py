@@ -114,8 +114,7 @@ class HFPolicy:
         value_head: ``nn.Linear(hidden, 1)`` in float32 on the last hidden state, or ``None``.
         lean: decode and score through :class:`~agentgym.baselines.policies.hf_lean.LeanForward`
             where the model supports it (GPT-2, Llama, Qwen2 without LoRA; the same results,
-            faster); set
-            False to use ``transformers``' forward everywhere.
+            faster); set False to use ``transformers``' forward everywhere.
     """
 
     def __init__(
