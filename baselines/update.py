@@ -179,7 +179,12 @@ def _chunk_loss(
 def _ratio_sums(
     logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, eps: float
 ) -> dict[str, float]:
-    """Token sums of the ratio statistics over the masked tokens (see :func:`ratio_stats`)."""
+    """Token sums of how far the policy moved from the sampler, over the masked tokens.
+
+    ``clip_frac``: tokens whose surrogate is clipped (ratio past ``1 ± eps`` on the side the
+    advantage pushes toward, so their gradient is zero); ``approx_kl``: the k3 estimate of
+    KL(π_old ‖ π_θ); ``tokens``: the count. :func:`_metrics` divides the first two by it.
+    """
     with torch.no_grad():
         ratio = torch.exp(logp - logp_old)
         clipped = ((adv > 0) & (ratio > 1 + eps)) | ((adv < 0) & (ratio < 1 - eps))
@@ -203,21 +208,6 @@ def _metrics(parts: Sequence[dict[str, float]], cfg: TrainConfig) -> dict[str, f
     if any("kl" in p for p in parts):
         out["kl"] = sum(p.get("kl", 0.0) for p in parts)
     return out
-
-
-def ratio_stats(
-    logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, eps: float
-) -> dict[str, float]:
-    """How far the policy has moved from the one that sampled, over the policy tokens.
-
-    Returns:
-        ``clip_frac``: the share of tokens whose surrogate is clipped (ratio past ``1 ± eps``
-        on the side the advantage pushes toward, so the gradient is zero there);
-        ``approx_kl``: the k3 estimate of KL(π_old ‖ π_θ).
-    """
-    sums = _ratio_sums(logp, logp_old, adv, mask.bool(), eps)
-    n = max(sums["tokens"], 1.0)
-    return {"clip_frac": sums["clip_frac"] / n, "approx_kl": sums["approx_kl"] / n}
 
 
 def _behaviour_logp(turn: Turn) -> torch.Tensor:

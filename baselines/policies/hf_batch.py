@@ -79,15 +79,13 @@ def scoring_batch(
     length = width_p + width_r - 1
     ids = torch.full((n, length), pad, dtype=torch.long)
     mask = torch.zeros((n, length), dtype=torch.long)
-    targets = torch.zeros((n, width_r), dtype=torch.long)
     for i, (p, r) in enumerate(zip(p_rows, r_rows, strict=True)):
         seq = p + r[:-1]
         start = width_p - len(p)
         ids[i, start : start + len(seq)] = torch.tensor(seq, dtype=torch.long)
         mask[i, start : start + len(seq)] = 1
-        targets[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-    ids, mask, targets = ids.to(device), mask.to(device), targets.to(device)
-    return ids, mask, _positions(mask), targets
+    ids, mask = ids.to(device), mask.to(device)
+    return ids, mask, _positions(mask), response_targets(r_rows, device)
 
 
 def response_targets(r_rows: list[list[int]], device: torch.device) -> torch.Tensor:

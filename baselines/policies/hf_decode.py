@@ -21,8 +21,8 @@ from typing import Any
 import torch
 
 from agentgym.baselines.policies.hf_batch import left_padded, scoring_batch
-from agentgym.baselines.policies.hf_lean import LeanForward, after_past_mask, attend_mask
-from agentgym.baselines.policies.sampling import distinct
+from agentgym.baselines.policies.hf_lean import LeanForward, after_past_mask
+from agentgym.baselines.policies.sampling import attend_mask, distinct
 
 Forward = Callable[..., tuple[torch.Tensor, Any, Any]]
 """``HFPolicy._forward``: ``(ids, mask, pos, keep=, cache=, use_cache=) -> (logits, _, cache)``."""

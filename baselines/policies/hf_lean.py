@@ -38,6 +38,8 @@ from torch import nn
 
 KV = tuple[torch.Tensor, torch.Tensor]
 """One layer's keys and values, each ``[B, heads, T, head_dim]``."""
+Attend = Callable[[int, torch.Tensor, torch.Tensor], KV]
+"""``attend(layer, k, v)``: the keys and values layer ``layer`` attends to (see ``hidden``)."""
 
 _ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
@@ -105,31 +107,40 @@ class LeanForward:
         Returns:
             ``([B, T, width] hidden states, [per-layer (k, v)] when keep_kv else [])``.
         """
+        kept: list[KV] = []
+
+        def attend(i: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            """Layer ``i``'s keys and values to attend to: ``k, v`` after the cache or past."""
+            if keep_kv:
+                kept.append((k, v))
+            T = k.shape[2]
+            if cache is not None:
+                keys, values = cache[i]
+                keys[:, :, start : start + T] = k
+                values[:, :, start : start + T] = v
+                return keys[:, :, : start + T], values[:, :, : start + T]
+            if past is not None:
+                return torch.cat([past[i][0], k], dim=2), torch.cat([past[i][1], v], dim=2)
+            return k, v
+
+        x, positions = self._embed(ids, pos)
+        for i in range(self.layers):
+            x = self._block(i, x, mask, positions, attend)
+        return self._final(x), kept
+
+    def _embed(self, ids: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        """The input states ``[B, T, width]`` and what the blocks need of the positions."""
         raise NotImplementedError
 
-    @staticmethod
-    def _attend(
-        i: int,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        kept: list[KV] | None,
-        cache: list[KV] | None,
-        start: int,
-        past: list[KV] | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Layer ``i``'s keys and values to attend to: ``k, v`` after the cache or the past."""
-        if kept is not None:
-            kept.append((k, v))
-        T = k.shape[2]
-        if cache is not None:
-            keys, values = cache[i]
-            keys[:, :, start : start + T] = k
-            values[:, :, start : start + T] = v
-            return keys[:, :, : start + T], values[:, :, : start + T]
-        if past is not None:
-            return torch.cat([past[i][0], k], dim=2), torch.cat([past[i][1], v], dim=2)
-        return k, v
+    def _block(
+        self, i: int, x: torch.Tensor, mask: torch.Tensor | None, positions: Any, attend: Attend
+    ) -> torch.Tensor:
+        """Block ``i`` on ``x``; ``attend(i, k, v)`` gives the keys and values to attend to."""
+        raise NotImplementedError
+
+    def _final(self, x: torch.Tensor) -> torch.Tensor:
+        """The last norm."""
+        raise NotImplementedError
 
 
 class LeanGPT2(LeanForward):
@@ -142,44 +153,37 @@ class LeanGPT2(LeanForward):
         self._t: Any = lm.transformer
         self.layers = int(cfg.n_layer)
         self.heads = self.kv_heads = int(cfg.n_head)
-        self.width = int(cfg.n_embd)
-        self.head_dim = self.width // self.heads
+        self.head_dim = int(cfg.n_embd) // self.heads
         self._act = _ACTIVATIONS[cfg.activation_function]
         base = 1.0 / math.sqrt(self.head_dim) if cfg.scale_attn_weights else 1.0
         by_layer = bool(cfg.scale_attn_by_inverse_layer_idx)
         self._scales = [base / (i + 1) if by_layer else base for i in range(self.layers)]
 
-    def hidden(
-        self,
-        ids: torch.Tensor,
-        pos: torch.Tensor,
-        mask: torch.Tensor | None,
-        *,
-        cache: list[KV] | None = None,
-        start: int = 0,
-        past: list[KV] | None = None,
-        keep_kv: bool = False,
-    ) -> tuple[torch.Tensor, list[KV]]:
-        """See :meth:`LeanForward.hidden`."""
-        t, (B, T), C = self._t, ids.shape, self.width
-        x = F.embedding(ids, t.wte.weight, t.wte.padding_idx) + F.embedding(pos, t.wpe.weight)
-        kept: list[KV] = []
-        for i, block in enumerate(t.h):
-            attn, mlp = block.attn, block.mlp
-            h = F.layer_norm(x, (C,), block.ln_1.weight, block.ln_1.bias, block.ln_1.eps)
-            qkv = torch.addmm(attn.c_attn.bias, h.reshape(B * T, C), attn.c_attn.weight)
-            q, k, v = qkv.view(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-            k, v = self._attend(i, q, k, v, kept if keep_kv else None, cache, start, past)
-            y = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, is_causal=mask is None, scale=self._scales[i]
-            )
-            y = y.transpose(1, 2).reshape(B * T, C)
-            x = x + torch.addmm(attn.c_proj.bias, y, attn.c_proj.weight).view(B, T, C)
-            h = F.layer_norm(x, (C,), block.ln_2.weight, block.ln_2.bias, block.ln_2.eps)
-            h = self._act(torch.addmm(mlp.c_fc.bias, h.reshape(B * T, C), mlp.c_fc.weight))
-            x = x + torch.addmm(mlp.c_proj.bias, h, mlp.c_proj.weight).view(B, T, C)
-        ln = t.ln_f
-        return F.layer_norm(x, (C,), ln.weight, ln.bias, ln.eps), kept
+    def _embed(self, ids: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        wte, wpe = self._t.wte, self._t.wpe
+        return F.embedding(ids, wte.weight, wte.padding_idx) + F.embedding(pos, wpe.weight), None
+
+    def _block(
+        self, i: int, x: torch.Tensor, mask: torch.Tensor | None, positions: Any, attend: Attend
+    ) -> torch.Tensor:
+        (B, T, C), block = x.shape, self._t.h[i]
+        attn, mlp = block.attn, block.mlp
+        h = F.layer_norm(x, (C,), block.ln_1.weight, block.ln_1.bias, block.ln_1.eps)
+        qkv = torch.addmm(attn.c_attn.bias, h.reshape(B * T, C), attn.c_attn.weight)
+        q, k, v = qkv.view(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        k, v = attend(i, k, v)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=mask is None, scale=self._scales[i]
+        )
+        y = y.transpose(1, 2).reshape(B * T, C)
+        x = x + torch.addmm(attn.c_proj.bias, y, attn.c_proj.weight).view(B, T, C)
+        h = F.layer_norm(x, (C,), block.ln_2.weight, block.ln_2.bias, block.ln_2.eps)
+        h = self._act(torch.addmm(mlp.c_fc.bias, h.reshape(B * T, C), mlp.c_fc.weight))
+        return x + torch.addmm(mlp.c_proj.bias, h, mlp.c_proj.weight).view(B, T, C)
+
+    def _final(self, x: torch.Tensor) -> torch.Tensor:
+        ln = self._t.ln_f
+        return F.layer_norm(x, (x.shape[-1],), ln.weight, ln.bias, ln.eps)
 
 
 class LeanLlama(LeanForward):
@@ -212,43 +216,38 @@ class LeanLlama(LeanForward):
         half = x.shape[-1] // 2
         return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
-    def hidden(
-        self,
-        ids: torch.Tensor,
-        pos: torch.Tensor,
-        mask: torch.Tensor | None,
-        *,
-        cache: list[KV] | None = None,
-        start: int = 0,
-        past: list[KV] | None = None,
-        keep_kv: bool = False,
-    ) -> tuple[torch.Tensor, list[KV]]:
-        """See :meth:`LeanForward.hidden`."""
-        m, (B, T) = self._m, ids.shape
+    def _embed(self, ids: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        emb = self._m.embed_tokens
+        x = F.embedding(ids, emb.weight, emb.padding_idx)
+        cos, sin = self._m.rotary_emb(x, pos)
+        return x, (cos[:, None], sin[:, None])
+
+    def _block(
+        self, i: int, x: torch.Tensor, mask: torch.Tensor | None, positions: Any, attend: Attend
+    ) -> torch.Tensor:
+        (B, T, _), layer = x.shape, self._m.layers[i]
         H, G, D = self.heads, self.kv_heads, self.head_dim
-        x = F.embedding(ids, m.embed_tokens.weight, m.embed_tokens.padding_idx)
-        cos, sin = (c[:, None] for c in m.rotary_emb(x, pos))
-        kept: list[KV] = []
-        for i, layer in enumerate(m.layers):
-            attn, mlp = layer.self_attn, layer.mlp
-            h = self._norm(x, layer.input_layernorm)
-            q = F.linear(h, attn.q_proj.weight, attn.q_proj.bias).view(B, T, H, D).transpose(1, 2)
-            k = F.linear(h, attn.k_proj.weight, attn.k_proj.bias).view(B, T, G, D).transpose(1, 2)
-            v = F.linear(h, attn.v_proj.weight, attn.v_proj.bias).view(B, T, G, D).transpose(1, 2)
-            q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
-            k, v = self._attend(i, q, k, v, kept if keep_kv else None, cache, start, past)
-            if G != H:  # grouped-query attention: each key/value head serves H // G queries
-                k, v = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)
-            y = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, is_causal=mask is None, scale=self._scale
-            )
-            y = y.transpose(1, 2).reshape(B, T, H * D)
-            x = x + F.linear(y, attn.o_proj.weight, attn.o_proj.bias)
-            h = self._norm(x, layer.post_attention_layernorm)
-            gate = F.silu(F.linear(h, mlp.gate_proj.weight, mlp.gate_proj.bias))
-            up = F.linear(h, mlp.up_proj.weight, mlp.up_proj.bias)
-            x = x + F.linear(gate * up, mlp.down_proj.weight, mlp.down_proj.bias)
-        return self._norm(x, m.norm), kept
+        attn, mlp, (cos, sin) = layer.self_attn, layer.mlp, positions
+        h = self._norm(x, layer.input_layernorm)
+        q = F.linear(h, attn.q_proj.weight, attn.q_proj.bias).view(B, T, H, D).transpose(1, 2)
+        k = F.linear(h, attn.k_proj.weight, attn.k_proj.bias).view(B, T, G, D).transpose(1, 2)
+        v = F.linear(h, attn.v_proj.weight, attn.v_proj.bias).view(B, T, G, D).transpose(1, 2)
+        q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
+        k, v = attend(i, k, v)
+        if G != H:  # grouped-query attention: each key/value head serves H // G queries
+            k, v = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=mask is None, scale=self._scale
+        )
+        y = y.transpose(1, 2).reshape(B, T, H * D)
+        x = x + F.linear(y, attn.o_proj.weight, attn.o_proj.bias)
+        h = self._norm(x, layer.post_attention_layernorm)
+        gate = F.silu(F.linear(h, mlp.gate_proj.weight, mlp.gate_proj.bias))
+        up = F.linear(h, mlp.up_proj.weight, mlp.up_proj.bias)
+        return x + F.linear(gate * up, mlp.down_proj.weight, mlp.down_proj.bias)
+
+    def _final(self, x: torch.Tensor) -> torch.Tensor:
+        return self._norm(x, self._m.norm)
 
 
 def lean_forward(lm: Any) -> LeanForward | None:
@@ -298,18 +297,6 @@ def _plain_llama(lm: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------- masks
-
-
-def attend_mask(valid: torch.Tensor) -> torch.Tensor:
-    """``[B, 1, T, T]`` causal attention over the ``valid`` ``[B, T]`` columns.
-
-    A padding query attends to itself alone, so no row of the softmax is empty (an empty
-    row gives NaN, and NaN times a zero weight is still NaN in the next layer).
-    """
-    T = valid.shape[1]
-    causal = torch.ones(T, T, dtype=torch.bool, device=valid.device).tril()
-    eye = torch.eye(T, dtype=torch.bool, device=valid.device)
-    return (causal & (valid.bool()[:, None, :] | eye))[:, None]
 
 
 def after_past_mask(past_valid: torch.Tensor, queries: int) -> torch.Tensor:

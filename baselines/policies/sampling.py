@@ -1,4 +1,4 @@
-"""Choosing tokens, shared by every policy.
+"""Choosing tokens, and laying out a batch of prompts for it, shared by every policy.
 
 That is temperature, the constrained-decoding mask, keyed Gumbel-max noise, and the
 bookkeeping of a batch of responses being decoded.
@@ -116,6 +116,18 @@ def distinct(rows: list[list[int]]) -> tuple[list[list[int]], torch.Tensor]:
     index = [seen.setdefault(tuple(r), len(seen)) for r in rows]
     unique = [list(r) for r in seen]
     return unique, torch.tensor(index, dtype=torch.long)
+
+
+def attend_mask(valid: torch.Tensor) -> torch.Tensor:
+    """``[B, 1, T, T]`` causal attention over the ``valid`` ``[B, T]`` columns.
+
+    A padding query attends to itself alone, so no row of the softmax is empty (an empty
+    row gives NaN, and NaN times a zero weight is still NaN in the next layer).
+    """
+    T = valid.shape[1]
+    causal = torch.ones(T, T, dtype=torch.bool, device=valid.device).tril()
+    eye = torch.eye(T, dtype=torch.bool, device=valid.device)
+    return (causal & (valid.bool()[:, None, :] | eye))[:, None]
 
 
 class Responses:

@@ -31,7 +31,7 @@ from agentgym.baselines.policies.constrained import (
     masked_logprobs,
     position_temperatures,
 )
-from agentgym.baselines.policies.sampling import Responses, choose, distinct
+from agentgym.baselines.policies.sampling import Responses, attend_mask, choose, distinct
 from agentgym.baselines.policies.tokenizer import TOKENIZER_FILE, Tokenizer
 
 WEIGHTS_FILE = "model.safetensors"
@@ -301,9 +301,7 @@ class TinyPolicy(nn.Module):
         cols = torch.arange(P + steps, device=dev)
         valid = cols[None, :] >= (P - lengths)[:, None]
         pos = (cols[None, :P] - (P - lengths)[:, None]).clamp(min=0)
-        eye = torch.eye(P, dtype=torch.bool, device=dev)
-        causal = torch.ones(P, P, dtype=torch.bool, device=dev).tril()
-        mask = (causal & (valid[:, None, :P] | eye))[:, None]  # pads attend only to themselves
+        mask = attend_mask(valid[:, :P])  # pads attend only to themselves
         shape = (U, self.config.n_head, P + steps, self.config.n_embd // self.config.n_head)
         zeros = self.wte.weight.new_zeros
         cache = [(zeros(shape), zeros(shape)) for _ in self.blocks]
