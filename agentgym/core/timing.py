@@ -198,3 +198,27 @@ def alternate(
                 out.samples[name].append(sample)
                 out.results[name].append(result)
     return out
+
+
+def interleave(
+    calls: Mapping[str, Sequence[Callable[[], Any]]], warmup: int = 0
+) -> dict[str, tuple[list[Any], list[Sample]]]:
+    """Per side, each call's result and :class:`Sample`, the sides' calls interleaved.
+
+    For many short calls (one query each): call ``i`` of every side runs before call ``i + 1``
+    of any, the sides in the mapping's order for even ``i`` and in reverse for odd ``i``, so
+    drift on the host hits every side alike. A side may hold fewer calls than another; past
+    its last, the others go on alone. First each side's first ``warmup`` calls run, untimed.
+    """
+    names = list(calls)
+    for name in names:
+        for call in calls[name][:warmup]:
+            call()
+    out: dict[str, tuple[list[Any], list[Sample]]] = {n: ([], []) for n in names}
+    for i in range(max((len(c) for c in calls.values()), default=0)):
+        for name in names if i % 2 == 0 else names[::-1]:
+            if i < len(calls[name]):
+                result, sample = timed(calls[name][i])
+                out[name][0].append(result)
+                out[name][1].append(sample)
+    return out

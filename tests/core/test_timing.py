@@ -117,3 +117,18 @@ def test_summed_refuses_parts_that_do_not_line_up():
         summed([alternate({"a": lambda: None}, 2, 0), alternate({"a": lambda: None}, 3, 0)])
     with pytest.raises(ValueError):
         summed([alternate({"a": lambda: None}, 1, 0), alternate({"b": lambda: None}, 1, 0)])
+
+
+def test_interleave_alternates_call_by_call_and_lets_a_longer_side_go_on_alone():
+    from agentgym.core.timing import interleave
+
+    order: list[str] = []
+
+    def call(name, i):
+        return lambda: order.append(f"{name}{i}") or i
+
+    calls = {"a": [call("a", i) for i in range(3)], "b": [call("b", i) for i in range(2)]}
+    out = interleave(calls, warmup=1)
+    assert order == ["a0", "b0", "a0", "b0", "b1", "a1", "a2"]  # warm-ups, then pairs
+    assert out["a"][0] == [0, 1, 2] and out["b"][0] == [0, 1]
+    assert all(isinstance(s, Sample) for s in out["a"][1]) and len(out["b"][1]) == 2

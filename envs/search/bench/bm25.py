@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.core.timing import Alternated, Sample, Stopwatch, alternate, timed
+from agentgym.core.timing import Alternated, Sample, Stopwatch, alternate
+from agentgym.envs.search.bench.dense import interleaved_ms
 from agentgym.envs.search.data import document
 from agentgym.envs.search.retrieval.bm25 import BM25Retriever
 from agentgym.envs.search.world import World, generate_world
@@ -85,23 +86,14 @@ def _latencies_ms(
     query to query; the rest to the first side only (the fast one: the slow reference is
     bounded). Each side answers one warm-up query first.
     """
-    names = list(sides)
-    hits: dict[str, list[list[int]]] = {n: [] for n in names}
-    wall: dict[str, list[float]] = {n: [] for n in names}
-    cpu: dict[str, list[float]] = {n: [] for n in names}
-    for retriever in sides.values():
-        retriever.search(queries[0], TOP_K)
-    for i, query in enumerate(queries):
-        order = names if i % 2 == 0 else names[::-1]
-        for name in order if i < paired else names[:1]:
-            result, sample = timed(functools.partial(sides[name].search, query, TOP_K))
-            hits[name].append(result)
-            wall[name].append(sample.wall_s * 1e3)
-            cpu[name].append(sample.cpu_s * 1e3)
+    asked = {name: queries if n == 0 else queries[:paired] for n, name in enumerate(sides)}
+    calls = {n: [functools.partial(sides[n].search, q, TOP_K) for q in asked[n]] for n in sides}
+    timed = interleaved_ms(calls, warmup=1)
+    hits = {name: results for name, (results, _, _) in timed.items()}
     return (
         hits,
-        {n: np.asarray(v) for n, v in wall.items()},
-        {n: np.asarray(v) for n, v in cpu.items()},
+        {name: wall for name, (_, wall, _) in timed.items()},
+        {name: cpu for name, (_, _, cpu) in timed.items()},
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.core.timing import timed
+from agentgym.core.timing import interleave
 
 K = 10
 WARMUP = 3
@@ -56,31 +56,18 @@ def _unit_rows(n: int, rng: np.random.Generator, dim: int) -> np.ndarray:
 
 def _timed_ms(calls: Sequence[Callable[[], Any]]) -> tuple[list[Any], np.ndarray, np.ndarray]:
     """Each call's result, wall and CPU time in ms, after a few untimed warm-up calls."""
-    return _alternating_ms({"only": calls})["only"]
+    return interleaved_ms({"only": calls})["only"]
 
 
-def _alternating_ms(
-    sides: dict[str, Sequence[Callable[[], Any]]],
+def interleaved_ms(
+    sides: dict[str, Sequence[Callable[[], Any]]], warmup: int = WARMUP
 ) -> dict[str, tuple[list[Any], np.ndarray, np.ndarray]]:
-    """Per side: each call's result, wall and CPU time in ms (the sides' calls interleaved).
-
-    Call ``i`` of every side runs before call ``i + 1`` of any, the sides taken in turn in
-    the given order for even ``i`` and in reverse for odd ``i``, after a few untimed warm-up
-    calls of each, so drift on the host hits every side alike.
-    """
-    names = list(sides)
-    for name in names:
-        for call in sides[name][:WARMUP]:
-            call()
-    done: dict[str, tuple[list[Any], list[float], list[float]]] = {n: ([], [], []) for n in names}
-    for i in range(max(len(c) for c in sides.values())):
-        for name in names if i % 2 == 0 else names[::-1]:
-            if i < len(sides[name]):
-                result, sample = timed(sides[name][i])
-                done[name][0].append(result)
-                done[name][1].append(sample.wall_s * 1000)
-                done[name][2].append(sample.cpu_s * 1000)
-    return {n: (r, np.array(w), np.array(c)) for n, (r, w, c) in done.items()}
+    """Per side: each call's result, wall and CPU ms (:func:`~agentgym.core.timing.interleave`)."""
+    out = {}
+    for name, (results, samples) in interleave(sides, warmup=warmup).items():
+        wall = np.array([x.wall_s for x in samples]) * 1000
+        out[name] = (results, wall, np.array([x.cpu_s for x in samples]) * 1000)
+    return out
 
 
 def _row(
@@ -139,7 +126,7 @@ def dense_rows(n_docs: int = 100_000, queries: int = 100, seed: int = 0) -> list
         finally:
             faiss.omp_set_num_threads(threads)
 
-    timed_sides = _alternating_ms(
+    timed_sides = interleaved_ms(
         {
             "faiss": [functools.partial(index.search, v, K) for v in encoded],
             "faiss 1 thread": [functools.partial(one_thread, v) for v in encoded],
