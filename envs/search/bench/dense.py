@@ -8,7 +8,7 @@ thread, so a multi-threaded search shows more CPU than wall time).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -60,7 +60,7 @@ def _timed_ms(calls: Sequence[Callable[[], Any]]) -> tuple[list[Any], np.ndarray
 
 
 def interleaved_ms(
-    sides: dict[str, Sequence[Callable[[], Any]]], warmup: int = WARMUP
+    sides: Mapping[str, Sequence[Callable[[], Any]]], warmup: int = WARMUP
 ) -> dict[str, tuple[list[Any], np.ndarray, np.ndarray]]:
     """Per side: each call's result, wall and CPU ms (:func:`~agentgym.core.timing.interleave`)."""
     out = {}
