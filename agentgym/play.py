@@ -15,12 +15,15 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from agentgym.core.menu import Menu, shorten
+from agentgym.core.spaces import String
 from agentgym.registry import make
 
 _PARENTHETICAL = re.compile(r"\s*\([^()]*\)\s*$")
-_ENDS_EPISODE = re.compile(r"\s*(answer|buy)\b|.*<answer>", re.IGNORECASE | re.DOTALL)
-"""Actions that end the episode: menu answers (``answer: ...``), a shop's ``buy``, and a
-free-form ``<answer>...</answer>``."""
+_ENDS_EPISODE = re.compile(
+    r"\s*(answer|buy)\b|.*<answer>|\s*click\[\s*buy now\s*\]", re.IGNORECASE | re.DOTALL
+)
+"""Actions that end the episode: menu answers (``answer: ...``), a shop's ``buy`` or
+``click[Buy Now]``, and a free-form ``<answer>...</answer>``."""
 _SHOWN_AT_MOST = 6
 """How many items a message about an ambiguous line names."""
 
@@ -99,10 +102,12 @@ def _listing(observation: str, items: Sequence[str] | None) -> str:
 
 
 def _read_action(
-    stdin: TextIO, stdout: TextIO, items: Sequence[str] | None, confirm: bool
+    stdin: TextIO, stdout: TextIO, items: Sequence[str] | None, confirm: bool, free: bool
 ) -> str | None:
     """Ask until a line names an action (and, if it ends the episode, it is confirmed).
 
+    With ``free`` (the env takes any text), a line that names no listed action is sent as
+    typed: the list is then a help, not the whole action set (a shop's search box).
     Returns None when input ends.
     """
     while True:
@@ -112,6 +117,8 @@ def _read_action(
         if not line:
             return None
         action, message = match_action(line, items)
+        if action is None and free and line.strip():
+            action = line.strip()
         if action is None:
             if message:
                 stdout.write(f"{message}\n")
@@ -151,12 +158,13 @@ def play_episode(
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
     env = make(env_id, split=split, render_mode="ansi", **(env_kwargs or {}))
     obs, info = env.reset(seed=seed)
+    free = isinstance(env.action_space, String)
     total = 0.0
     stdout.write(f"{env_id}, seed {seed}, task {info['task_id']} ({info['task_type']})\n")
     while True:
         items = info.get("admissible_actions")
         stdout.write(f"\n{obs}\n{_listing(str(obs), items)}")
-        action = _read_action(stdin, stdout, items, confirm and stdin.isatty())
+        action = _read_action(stdin, stdout, items, confirm and stdin.isatty(), free)
         if action is None:
             stdout.write("\n(input ended)\n")
             break

@@ -145,6 +145,9 @@ class TrainConfig:
 
     env: str = "agentgym/Search-Menu-Small-v0"
     """Env id to train on (its train split)."""
+    env_kwargs: str = ""
+    """The env's constructor arguments as a JSON object, e.g. '{"menu": true}' (recorded in
+    the checkpoint; evaluate it with the same ones: --env-kwarg menu=true)."""
     credit: str = "grpo"
     """Credit variants joined by '+', e.g. 'gigpo' or 'gigpo+proas'."""
     credit_settings: str = ""

@@ -42,6 +42,21 @@ from agentgym.registry import make
 from agentgym.terminal import Progress
 
 
+def env_kwargs(cfg: TrainConfig) -> dict[str, Any]:
+    """``cfg.env_kwargs`` parsed: the env's constructor arguments."""
+    if not cfg.env_kwargs.strip():
+        return {}
+    try:
+        kwargs = json.loads(cfg.env_kwargs)
+    except json.JSONDecodeError as e:
+        raise BadInput(f"--env-kwargs is not valid JSON: {e}") from None
+    if not isinstance(kwargs, dict):
+        raise BadInput("--env-kwargs must be a JSON object, e.g. '{\"menu\": true}'")
+    if "split" in kwargs:
+        raise BadInput("--env-kwargs may not set split: training uses train, evaluation val")
+    return kwargs
+
+
 def credit_settings(cfg: TrainConfig) -> dict[str, Any]:
     """``cfg.credit_settings`` parsed: variant name -> its settings.
 
@@ -83,7 +98,9 @@ def make_policy(cfg: TrainConfig) -> Any:
         from agentgym.baselines.policies.tiny import TinyPolicy
         from agentgym.baselines.policies.tokenizer import collect_env_text, train_tokenizer
 
-        tokenizer = train_tokenizer(collect_env_text(cfg.env, seed=cfg.seed), vocab_size=2000)
+        tokenizer = train_tokenizer(
+            collect_env_text(cfg.env, seed=cfg.seed, env_kwargs=env_kwargs(cfg)), vocab_size=2000
+        )
         torch.manual_seed(cfg.seed)
         return TinyPolicy.from_preset(cfg.model.preset, tokenizer, max_len=cfg.model.max_len)
     if not Path(cfg.model.policy).is_dir():
@@ -132,7 +149,7 @@ def oracle_demos(cfg: TrainConfig, policy: Any) -> list[Demo]:
     mask: the forced tokens (an item's text after its first distinct token) teach the policy
     to read the menu, and on Search-Menu-Small the plain loss gave a better warm start.
     """
-    env = make(cfg.env, split="train")
+    env = make(cfg.env, split="train", **env_kwargs(cfg))
     teacher = _teacher(cfg, env)
     rng = np.random.default_rng([cfg.seed, 1])
     demos: list[Demo] = []
@@ -293,8 +310,11 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     plan = compose(cfg.credit, plan_settings(cfg))
     if not 0.0 <= cfg.sft.noise <= 1.0:
         raise BadInput(f"--sft-noise is a probability in [0, 1], got {cfg.sft.noise}")
-    pool = EnvPool(cfg.env, cfg.rl.tasks_per_step * cfg.rl.group_size, split="train")
-    plan.check(make(cfg.env))  # refuse an env lacking what a variant needs, before any work
+    kwargs = env_kwargs(cfg)
+    pool = EnvPool(cfg.env, cfg.rl.tasks_per_step * cfg.rl.group_size, split="train", **kwargs)
+    plan.check(
+        make(cfg.env, **kwargs)
+    )  # refuse an env lacking what a variant needs, before any work
     torch.manual_seed(cfg.seed)
     policy = make_policy(cfg)
     out.mkdir(parents=True, exist_ok=True)
@@ -426,7 +446,13 @@ def evaluate_checkpoint(ckpt: Path, cfg: TrainConfig, pool: Pool | None = None) 
     from agentgym.harness.evaluate import evaluate
 
     doc = evaluate(
-        str(ckpt), [cfg.env], seeds=cfg.log.eval_seeds, root_seed=cfg.seed, split="val", pool=pool
+        str(ckpt),
+        [cfg.env],
+        seeds=cfg.log.eval_seeds,
+        root_seed=cfg.seed,
+        split="val",
+        pool=pool,
+        env_kwargs=env_kwargs(cfg),
     )
     return float(doc["aggregates"][cfg.env]["mean"])
 

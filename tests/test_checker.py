@@ -13,6 +13,7 @@ OFFICIAL_FIXTURES = {
     "agentgym/Search-Free-HotpotQA-Official-v0": ENVS / "search" / "fixtures" / "hotpotqa",
     "agentgym/Search-Free-2Wiki-Official-v0": ENVS / "search" / "fixtures" / "2wiki",
     "agentgym/ALFWorld-Official-v0": ENVS / "text" / "fixtures" / "alfworld",
+    "agentgym/Shop-Official-v0": ENVS / "web" / "fixtures" / "webshop",
 }
 CHECKED = [i for i in env_ids() if env_info(i).preset != "Large" and "Official" not in i]
 LARGE = [i for i in env_ids() if env_info(i).preset == "Large"]

@@ -245,6 +245,33 @@ def test_each_family_trains_a_step_and_its_checkpoint_plays(tmp_path, env_id):
     assert all(e["error"] is None for e in json.loads(results.read_text())["episodes"])
 
 
+def test_train_passes_env_kwargs_to_every_env_it_makes(tmp_path):
+    """The shop's menu form (``menu=True`` on the text id): warm start, one RL step and an
+    evaluation with the same constructor argument; a malformed or split-setting one is exit 2."""
+    ckpt = tmp_path / "ckpt"
+    shop = "agentgym/Shop-Small-v0"
+    out = _cli(
+        "train",
+        *("--env", shop, "--env-kwargs", '{"menu": true}', "--out", str(ckpt)),
+        *("--preset", "nano", "--sft-steps", "5", "--sft-episodes", "2", "--steps", "1"),
+        *("--tasks-per-step", "2", "--group-size", "2", "--eval-every", "0"),
+    )
+    assert out.returncode == 0, out.stderr
+    manifest = json.loads((ckpt / "agentgym_agent.json").read_text())
+    assert manifest["config"]["train"]["env_kwargs"] == '{"menu": true}'
+    results = tmp_path / "r.json"
+    evaluated = _cli(
+        "eval", "--agent", str(ckpt), "--env", shop, "--env-kwarg", "menu=true",
+        "--seeds", "2", "--out", str(results),
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr
+    doc = json.loads(results.read_text())
+    assert all(e["error"] is None for e in doc["episodes"])
+    for bad in ("[1]", '{"split": "test"}', "{menu"):
+        refused = _cli("train", "--env", shop, "--env-kwargs", bad, "--out", str(tmp_path / "x"))
+        assert refused.returncode == 2 and "--env-kwargs" in refused.stderr
+
+
 def _write_hf_model(out, texts):
     """A tiny random Llama with a BPE tokenizer fitted to the env's text and a chat template,
     saved the way a Hugging Face model directory is (nothing is downloaded)."""

@@ -279,3 +279,26 @@ def test_free_form_envs_get_the_line_and_empty_lines_nothing():
 )
 def test_ends_episode_by_the_actions_kind(action, ends):
     assert ends_episode(action) is ends
+
+
+def test_the_text_shop_takes_a_typed_query_and_asks_before_buying(terminals):
+    """A free-text env sends a line that names no listed action as typed (the shop's search
+    box takes any query); ``click[Buy Now]`` is a purchase, sent after a yes."""
+    shop = "agentgym/Shop-Small-v0"
+    path = oracle_path(shop, 0)
+    t = terminals(shop, "--seed", "0")
+    t.expect("> ")
+    t.send("search[zzzz qqqq]")  # on no list, sent anyway: no results
+    assert "Page 1 (Total results: 0)" in t.expect("> ")
+    t.send("click[back to search]")
+    t.expect("> ")
+    for action, _ in path[:-1]:
+        t.send(action)
+        t.expect("> ")
+    assert path[-1][0] == "click[Buy Now]"
+    t.send("click[buy now]")
+    t.expect("this ends the episode; sure? [y/N]")
+    t.send("y")
+    seen = t.expect("Return 1.")
+    assert "Episode over: you won." in seen and "not valid" not in seen
+    assert t.finish()[0] == 0

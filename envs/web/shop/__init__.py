@@ -18,3 +18,9 @@ def register_ids(register: Callable[..., Any]) -> None:
             description=f"WebShop-style store in text mode over the {preset} catalogue",
             kwargs={"preset": preset},
         )
+    register(
+        "agentgym/Shop-Official-v0",
+        "agentgym.envs.web.shop.env:ShopOfficialEnv",
+        family="web",
+        description="WebShop-style store over WebShop's own products and human instructions",
+    )

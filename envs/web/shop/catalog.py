@@ -149,7 +149,16 @@ def generate_products(n: int, seed: int) -> list[Product]:
 class Catalog:
     """Products, their search index and the goals made from them."""
 
-    def __init__(self, products: Sequence[Product], *, name: str, seed: int, n_goals: int):
+    def __init__(
+        self,
+        products: Sequence[Product],
+        *,
+        name: str,
+        seed: int,
+        n_goals: int,
+        goals: Sequence[Goal] | None = None,
+        splits: dict[str, tuple[int, int | None]] | None = None,
+    ):
         """Index ``products``.
 
         Args:
@@ -157,10 +166,14 @@ class Catalog:
             name: the catalogue's name (the index cache's file name).
             seed: the seed goals are drawn from.
             n_goals: how many goals there are (ids ``0 .. n_goals - 1``).
+            goals: fixed goals (official data) instead of goals drawn from ``seed``.
+            splits: goal index ranges per split; ``GOAL_SPLITS`` by default.
         """
         self.name = name
         self.seed = seed
-        self.n_goals = n_goals
+        self.n_goals = len(goals) if goals is not None else n_goals
+        self._goals = tuple(goals) if goals is not None else None
+        self.splits = dict(splits or GOAL_SPLITS)
         self.products = tuple(products)
         self.by_asin = {p.asin: p for p in self.products}
         texts = [p.search_text() for p in self.products]
@@ -174,7 +187,7 @@ class Catalog:
 
     def goal_ids(self, split: str) -> range:
         """The goal indices of ``split``."""
-        low, high = GOAL_SPLITS[split]
+        low, high = self.splits[split]
         return range(low, self.n_goals if high is None else high)
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019
@@ -184,6 +197,8 @@ class Catalog:
         Drawn from its own seed, again (with the next attempt's seed) until the oracle's query
         has a product that earns the full reward among its results.
         """
+        if self._goals is not None:
+            return self._goals[index]
         for attempt in range(GOAL_ATTEMPTS):
             rng = np.random.default_rng([self.seed, index, attempt])
             target = self.products[int(rng.integers(len(self.products)))]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -14,7 +15,7 @@ from agentgym.core.errors import BadInput
 from agentgym.core.info import Segment
 from agentgym.core.menu import Menu, shorten
 from agentgym.core.spaces import String
-from agentgym.envs.web.shop import pages, vocab
+from agentgym.envs.web.shop import official, pages, vocab
 from agentgym.envs.web.shop import reward as _reward
 from agentgym.envs.web.shop.catalog import PRESETS, Catalog, Goal, catalog
 from agentgym.envs.web.shop.pages import Page, ShopState
@@ -98,6 +99,9 @@ class ShopEnv(AgentEnv[str, Any]):
     def _config(self) -> dict[str, Any]:
         return {"preset": self.preset, "menu": self.menu}
 
+    def _goal_of(self, task_id: str) -> Goal:
+        return self.catalog.goal(int(task_id.rpartition("-")[2]))
+
     def task_ids(self, split: str | None = None) -> list[str]:
         """Task ``shop-<i>`` is instruction ``i`` of the catalogue."""
         return [f"{self.task_prefix}-{i:05d}" for i in self.catalog.goal_ids(split or self.split)]
@@ -108,8 +112,7 @@ class ShopEnv(AgentEnv[str, Any]):
 
     def task_type_of(self, task_id: str) -> str:
         """The department of the target product (beauty, electronics, fashion, ...)."""
-        goal = self.catalog.goal(int(task_id.rpartition("-")[2]))
-        return self.catalog.by_asin[goal.asin].category
+        return self.catalog.by_asin[self._goal_of(task_id).asin].category
 
     @property
     def goal(self) -> Goal:
@@ -143,7 +146,7 @@ class ShopEnv(AgentEnv[str, Any]):
 
     # ------------------------------------------------------------------ episode
     def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
-        self._goal = self.catalog.goal(int(task_id.rpartition("-")[2]))
+        self._goal = self._goal_of(task_id)
         self._state = ShopState()
         self._score = {}
         page = self.page()
@@ -274,7 +277,7 @@ class ShopEnv(AgentEnv[str, Any]):
 
     def _set_state(self, state: dict[str, Any]) -> None:
         assert self.task_id is not None
-        self._goal = self.catalog.goal(int(self.task_id.rpartition("-")[2]))
+        self._goal = self._goal_of(self.task_id)
         self._state = ShopState(**state["page"])
         self._score = dict(state["score"])
 
@@ -294,3 +297,27 @@ def _segments(action: str) -> list[Segment]:
     start = action.index("[") + 1
     end = action.rindex("]")
     return [Segment(tag="search_query", start=start, end=end)]
+
+
+class ShopOfficialEnv(ShopEnv):
+    """The shop over WebShop's own products and human instructions, read from ``path``.
+
+    Pages, actions, reward and oracle as :class:`ShopEnv`; the data and splits as
+    :mod:`agentgym.envs.web.shop.official` reads them (WebShop's goal order and splits).
+    """
+
+    def __init__(self, path: str | None = None, menu: bool = False, **kwargs: Any):
+        """Read WebShop's files from ``path`` (its ``data/`` folder); keywords as ShopEnv."""
+        if not path:
+            raise BadInput("Shop-Official needs path=DIR: the folder with WebShop's data files")
+        self.path = str(Path(path).expanduser().resolve())
+        self._official = official.load(self.path)
+        super().__init__(menu=menu, **kwargs)
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalogue read from ``path``."""
+        return self._official
+
+    def _config(self) -> dict[str, Any]:
+        return {"path": self.path, "data": self._official.name, "menu": self.menu}

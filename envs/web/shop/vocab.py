@@ -47,8 +47,15 @@ _HOME = ("Home & Kitchen", "Furniture")
 _TECH = ("Electronics",)
 
 
-def _t(name, department, path, attributes, options, price):  # type: ignore[no-untyped-def]
-    return ProductType(name, department, tuple(path), tuple(attributes), tuple(options), price)
+def _t(
+    name: str,
+    department: str,
+    path: tuple[str, ...],
+    attributes: tuple[str, ...],
+    options: tuple[tuple[str, tuple[str, ...]], ...],
+    price: tuple[float, float],
+) -> ProductType:
+    return ProductType(name, department, path, attributes, options, price)
 
 
 TYPES: tuple[ProductType, ...] = (
