@@ -18,6 +18,13 @@ def register_ids(register: Callable[..., Any]) -> None:
             description=f"WebShop-style store in text mode over the {preset} catalogue",
             kwargs={"preset": preset},
         )
+        register(
+            f"agentgym/Shop-Browser-{name}-v0",
+            "agentgym.envs.web.shop.browser_env:BrowserShopEnv",
+            family="web",
+            description=f"WebShop-style store in headless Chromium over the {preset} catalogue",
+            kwargs={"preset": preset},
+        )
     register(
         "agentgym/Shop-Official-v0",
         "agentgym.envs.web.shop.env:ShopOfficialEnv",
