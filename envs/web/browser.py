@@ -92,6 +92,7 @@ class _Handles:
     tag: str = ""
     home: str = ""
     driver: Any = None
+    pid: int = 0  # the process that started the browser: a forked child leaves it alone
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -148,7 +149,7 @@ class Browser:
             XDG_CACHE_HOME=f"{home}/cache",
             AGENTGYM_BROWSER=home,
         )
-        self._h.tag, self._h.home = home, home
+        self._h.tag, self._h.home, self._h.pid = home, home, os.getpid()
         try:
             driver = webdriver.Chrome(options=options, service=Service(cfg.chromedriver, env=env))
             _set_http_timeout(driver, cfg.timeout_s + 5)
@@ -243,6 +244,9 @@ class Browser:
 def _shutdown(h: _Handles, polite: bool) -> None:
     """Stop the driver (politely if asked), kill what is left of the tag, remove the dir."""
     with h.lock:
+        if h.pid and h.pid != os.getpid():  # a fork's copy: the browser is its parent's
+            h.driver, h.tag, h.home = None, "", ""
+            return
         driver, h.driver = h.driver, None
         if driver is not None:
             service = getattr(driver, "service", None)

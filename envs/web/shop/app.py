@@ -274,16 +274,16 @@ def create_app(shop: ShopSite) -> FastAPI:
             return Response("no such session", status_code=404, headers=HEADERS)
         assert session.catalog is not None
         with session.lock:
-            query = request.url.query
-            url = f"/{path}" + (f"?{query}" if query else "")
+            # A URL that is no page of the shop shows the current page, with why.
             if path.strip("/") == "done":
-                ok = session.state.page == "done"
-                return _respond(session, sid, url, None if ok else "nothing was bought", 200)
-            state = parse_state(path, query, session.catalog)
+                error = None if session.state.page == "done" else "nothing was bought"
+                return _respond(session, sid, state_url(session.state), error, 200)
+            state = parse_state(path, request.url.query, session.catalog)
             if state is None:
-                return _respond(session, sid, url, "there is no such page in this shop", 404)
+                error = "there is no such page in this shop"
+                return _respond(session, sid, state_url(session.state), error, 404)
             session.state, session.score = state, {}
-            return _respond(session, sid, url, None, 200)
+            return _respond(session, sid, state_url(state), None, 200)
 
     return app
 

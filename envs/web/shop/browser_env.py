@@ -6,14 +6,13 @@ import re
 from typing import Any
 
 from agentgym.core.env import Transition
-from agentgym.core.errors import BadInput
-from agentgym.core.menu import shorten
+from agentgym.core.menu import Menu, shorten
 from agentgym.envs.web.actions import USAGE, Call, parse_call
 from agentgym.envs.web.browser import Browser, BrowserConfig, BrowserError, BrowserMissing, listing
 from agentgym.envs.web.shop import pages
 from agentgym.envs.web.shop.app import Session, site, state_url
 from agentgym.envs.web.shop.catalog import Goal
-from agentgym.envs.web.shop.env import ShopEnv
+from agentgym.envs.web.shop.env import MAX_MENU, ShopEnv
 from agentgym.envs.web.shop.pages import ShopState
 
 MAX_QUERY = 500
@@ -49,6 +48,8 @@ class BrowserShopEnv(ShopEnv):
     page's search box and buttons, so text-mode agents and the oracle play unchanged.
     ``info["admissible_actions"]`` is the text mode's list. A search box takes one line of
     at most 500 characters (line breaks become spaces; longer text is an invalid action).
+    With ``menu=True``: the text mode's numbered menu (``Discrete(64)`` with
+    ``info["action_mask"]``), listed under the page; each item is performed in the browser.
 
     ## Rewards
     The text mode's (WebShop's reward on Buy Now); ``info["reward_components"]`` its parts.
@@ -60,7 +61,8 @@ class BrowserShopEnv(ShopEnv):
     down and the next reset starts a new one.
 
     ## Registered ids
-    ``agentgym/Shop-Browser-Small-v0``, ``agentgym/Shop-Browser-Large-v0``.
+    ``agentgym/Shop-Browser-Small-v0``, ``agentgym/Shop-Browser-Large-v0``; ``menu=True`` on
+    either for the menu form.
 
     ## Version history
     v0: first version.
@@ -69,6 +71,7 @@ class BrowserShopEnv(ShopEnv):
     def __init__(
         self,
         preset: str = "small",
+        menu: bool = False,
         *,
         screenshot: bool = False,
         timeout_s: float = 10.0,
@@ -78,15 +81,14 @@ class BrowserShopEnv(ShopEnv):
 
         Args:
             preset: ``small`` or ``large``, as the text mode.
+            menu: the text mode's numbered menu (``Discrete(64)``) instead of free text.
             screenshot: put the viewport in ``info["screenshot"]`` after every reset and step.
             timeout_s: how long a page or script may take before the browser counts as hung.
             **kwargs: as :class:`~agentgym.core.env.AgentEnv` (split, privileged, max_turns,
                 render_mode).
         """
-        if "menu" in kwargs:
-            raise BadInput("the browser mode has no menu form: use agentgym/Shop-Small-v0")
         self._session = Session()
-        super().__init__(preset=preset, **kwargs)
+        super().__init__(preset=preset, menu=menu, **kwargs)
         self.screenshot = bool(screenshot)
         self.browser = Browser(BrowserConfig(timeout_s=float(timeout_s)))
         self._sid = site().add(self._session)
@@ -128,7 +130,7 @@ class BrowserShopEnv(ShopEnv):
     # ------------------------------------------------------------------ episode
     def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
         self._session.catalog = self.catalog
-        self._goal = self.catalog.goal(int(task_id.rpartition("-")[2]))
+        self._goal = self._goal_of(task_id)
         self._state, self._score = ShopState(), {}
         self._history, self._typed, self._scroll = [], {}, 0
         self._synced = False
@@ -182,6 +184,9 @@ class BrowserShopEnv(ShopEnv):
         parts = [f"Invalid action: {error}."] if error else []
         parts.append("URL: " + _SESSION_PREFIX.sub("", self._shown["url"]))
         parts.append(listing(self._shown))
+        page = self.page()
+        if self.menu and page.name != "done":
+            parts.append("Actions:\n" + Menu(self.actions(page), MAX_MENU).render())
         return "\n".join(parts)
 
     # ------------------------------------------------------------------ the browser
@@ -205,6 +210,10 @@ class BrowserShopEnv(ShopEnv):
 
     def _perform(self, action: Any) -> str | None:
         """Carry out ``action`` in the browser; the error text, or None."""
+        if self.menu:
+            action, error = self._resolve(action, self.page())
+            if action is None:
+                return error
         if not isinstance(action, str):
             return f"invalid action {shorten(repr(action))}: {_ACTIONS_HINT}"
         parsed = pages.parse(action)

@@ -139,6 +139,20 @@ def test_same_episodes_in_both_modes(env: Any, agent_class: type) -> None:
             assert browser_steps[-1][1] == 1.0
 
 
+def test_same_episodes_in_both_modes_with_the_menu() -> None:
+    _require_chromium()
+    browser, text = agentgym.make(BROWSER_ID, menu=True), agentgym.make(TEXT_ID, menu=True)
+    try:
+        assert browser.action_space == text.action_space
+        for seed in range(3):
+            assert _trace(browser, RandomAgent(), seed) == _trace(text, RandomAgent(), seed)
+        obs, info = browser.reset(seed=0)
+        assert "Actions:\n[0] search[" in obs and info["action_mask"].dtype == np.int8
+        assert _play_oracle(browser, seed=0)[0]
+    finally:
+        browser.close()
+
+
 # ---------------------------------------------------------------------------- actions
 
 
