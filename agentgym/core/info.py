@@ -71,6 +71,9 @@ class AgentInfo(TypedDict, total=False):
     reward_components: dict[str, float]
     progress: float
     provenance: Provenance
+    error: str
+    """Set only when the env itself failed (a crashed browser) and ended the episode with
+    ``truncated=True``: why. The harness records such an episode as errored."""
     # privileged (only with privileged=True)
     privileged_context: str
     gold_answer: str
@@ -110,6 +113,7 @@ _TYPES: dict[str, Any] = {
     "reward_components": dict,
     "progress": float,
     "provenance": dict,
+    "error": str,
     "privileged_context": str,
     "gold_answer": str,
     "gold_evidence": _LIST_OF_STR,

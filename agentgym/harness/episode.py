@@ -63,6 +63,8 @@ def run_episode(
             record["return"] += float(reward)
             if terminated or truncated:
                 record["success"] = bool(info.get("won", False))
+                if info.get("error"):  # the env failed (a crashed browser), not the agent
+                    record["error"] = f"env: {info['error']}"
                 if on_end is not None:
                     on_end(info)
                 break

@@ -8,6 +8,7 @@ from agentgym.core.errors import BadInput
 from agentgym.harness.evaluate import evaluate
 from agentgym.harness.results import read_results
 from agentgym.harness.seeds import episode_seeds
+from agentgym.registry import register, unregister
 
 SMALL = "agentgym/Search-Menu-Small-v0"
 
@@ -107,6 +108,38 @@ def test_an_erroring_agent_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch
     errors = [e["error"] for e in doc["episodes"] if e["error"]]
     assert 0 < len(errors) < 10 and all("model server went away" in e for e in errors)
     assert len(doc["episodes"]) == 10 and doc["aggregates"][SMALL]["n"] == 10
+
+
+def test_an_episode_the_env_ends_with_an_error_is_recorded_as_errored(tmp_path, monkeypatch):
+    """An env that fails on its side (a crashed browser) truncates with ``info["error"]``;
+    the harness records that episode as errored, not lost, and goes on."""
+    (tmp_path / "crashing_env.py").write_text(
+        textwrap.dedent("""
+        from agentgym.envs.search.menu_env import SearchMenuEnv
+
+        class CrashingEnv(SearchMenuEnv):
+            def step(self, action):
+                obs, reward, term, trunc, info = super().step(action)
+                if self._reset_seed % 2:  # odd seeds: the env fails at the first step
+                    self._done = True
+                    return obs, 0.0, False, True, {**info, "error": "browser crashed"}
+                return obs, reward, term, trunc, info
+    """)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    register(
+        "agentgym/Test-Crashing-v0",
+        "crashing_env:CrashingEnv",
+        family="search",
+        description="fails on odd seeds",
+    )
+    try:
+        doc = evaluate("oracle", ["agentgym/Test-Crashing-v0"], seeds=6, out=tmp_path / "r.json")
+    finally:
+        unregister("agentgym/Test-Crashing-v0")
+    errors = {e["seed"] % 2: e["error"] for e in doc["episodes"]}
+    assert len(doc["episodes"]) == 6 and errors[0] is None
+    assert errors[1] == "env: browser crashed"
 
 
 def test_module_class_agents_must_follow_the_protocol(tmp_path, monkeypatch):
