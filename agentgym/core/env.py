@@ -60,6 +60,10 @@ class AgentEnv(gym.Env[ObsT, ActT], Generic[ObsT, ActT]):
     domain: ClassVar[str] = ""
     supports_snapshot: ClassVar[bool] = True
     default_max_turns: ClassVar[int] = 20
+    has_oracle: bool = True
+    """Whether ``oracle_action`` exists; an env that wraps tasks without a scripted solver
+    sets it False (``oracle_action`` then raises NotImplementedError, and the checker skips
+    its oracle check)."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> AgentEnv[Any, Any]:
         """Create the instance and keep its constructor arguments (pickling rebuilds it)."""
