@@ -16,7 +16,7 @@ from agentgym.core.menu import Menu
 from agentgym.core.spaces import String
 from agentgym.envs.web.miniwob import oracle
 from agentgym.envs.web.miniwob.actions import ACTION_HELP, Action, parse
-from agentgym.envs.web.miniwob.page import Page, PageState
+from agentgym.envs.web.miniwob.page import STEP_MS, Page, PageState
 from agentgym.envs.web.miniwob.tasks import EXCLUDED, TASKS
 from agentgym.envs.web.miniwob.view import View
 
@@ -162,7 +162,15 @@ class MiniWoBEnv(AgentEnv[str, Any]):
         return self.task
 
     def _config(self) -> dict[str, Any]:
-        return {"task": self.task, "menu": self.menu}
+        import miniwob
+
+        # the pages (and so every episode) are miniwob's, played under this virtual clock
+        return {
+            "task": self.task,
+            "menu": self.menu,
+            "miniwob": miniwob.__version__,
+            "step_ms": STEP_MS,
+        }
 
     # ------------------------------------------------------------------ episode
     def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
@@ -305,8 +313,10 @@ class MiniWoBEnv(AgentEnv[str, Any]):
             )
 
     def close(self) -> None:
-        """Quit the browser (it starts again on the next reset)."""
+        """Quit the browser; the episode ends with it (a reset starts a browser again)."""
         self._page.close()
+        self._view = self._state = None
+        self._task_id = None
 
 
 def _won(state: PageState) -> bool:

@@ -195,6 +195,41 @@ def _click_collapsible(view: View, fields: Fields, history: Sequence[str]) -> st
     return _click(_by_id(view, "subbtn"))
 
 
+def _find_link(
+    view: View, target: str, sections: Sequence[DOMElement], history: Sequence[str]
+) -> str:
+    """Click the link ``target`` if shown, else open the next closed section in order.
+
+    Sections are opened in document order: the next is the first closed one after the last
+    one clicked (the one shown at the start has been seen too).
+    """
+    for el in view.listed():
+        if el.tag == "span" and "alink" in el.classes.split() and el.text == target:
+            return _click(el)
+    clicked = [i for i, s in enumerate(sections) if _click(s) in history]
+    for section in sections[max(clicked) + 1 if clicked else 0 :]:
+        # an open tab marks its <li>, an open accordion section its header
+        active = [section.classes, section.parent.classes if section.parent else ""]
+        if not any("active" in c for c in active):
+            return _click(section)
+    raise RuntimeError(f"oracle opened every section and found no link {target!r}")
+
+
+def _click_tab_2(view: View, fields: Fields, history: Sequence[str]) -> str:
+    tabs = [el for el in view.listed() if el.tag == "a" and "ui-tabs-anchor" in el.classes]
+    return _find_link(view, fields["target"], tabs, history)
+
+
+def _click_collapsible_2(view: View, fields: Fields, history: Sequence[str]) -> str:
+    headers = [el for el in view.listed() if el.tag == "h3"]
+    return _find_link(view, fields["target"], headers, history)
+
+
+def _copy_paste(view: View, fields: Fields, history: Sequence[str]) -> str:
+    text = str(_by_id(view, "to-copy").value)
+    return _form(view, [("answer-input", text)], "subbtn", history)
+
+
 _WIDGETS = {
     "radio": "input_radio",
     "checkbox": "input_checkbox",
@@ -217,16 +252,23 @@ SOLVERS: dict[str, Solver] = {
     "click-checkboxes-transfer": _click_checkboxes,
     "click-collapsible": _click_collapsible,
     "click-collapsible-nodelay": _click_collapsible,
+    "click-collapsible-2": _click_collapsible_2,
+    "click-collapsible-2-nodelay": _click_collapsible_2,
     "click-dialog": _click_dialog,
     "click-dialog-2": _click_dialog_2,
     "click-link": _click_link,
     "click-option": _click_option,
     "click-tab": _click_tab,
+    "click-tab-2": _click_tab_2,
+    "click-tab-2-easy": _click_tab_2,
+    "click-tab-2-hard": _click_tab_2,
+    "click-tab-2-medium": _click_tab_2,
     "click-test": _click_test,
     "click-test-2": _click_button,
     "click-test-transfer": _click_button,
     "click-widget": _click_widget,
     "choose-list": _choose_list,
+    "copy-paste": _copy_paste,
     "enter-password": _enter_password,
     "enter-text": _enter_text,
     "enter-text-2": _enter_text_2,

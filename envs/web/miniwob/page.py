@@ -112,15 +112,17 @@ CLOCK_JS = r"""
 })();
 """
 
+# Once the task has ended, time stops and the page is not read (as miniwob returns an empty
+# observation then).
 _OBSERVE = (
-    "__agentgymClock.advance({ms});"
-    "return {{done: WOB_DONE_GLOBAL, raw: WOB_RAW_REWARD_GLOBAL, reason: WOB_REWARD_REASON,"
-    " utterance: core.getUtterance(), dom: core.getDOMInfo(), error: error,"
+    "if (!WOB_DONE_GLOBAL) __agentgymClock.advance({ms}); var over = WOB_DONE_GLOBAL;"
+    "return {{done: over, raw: WOB_RAW_REWARD_GLOBAL, reason: WOB_REWARD_REASON,"
+    " utterance: core.getUtterance(), dom: over ? null : core.getDOMInfo(), error: error,"
     # after getDOMInfo, which gives every listed element its data-wob_ref
-    " selects: Array.prototype.map.call(document.querySelectorAll('select'), function (s) {{"
-    "   return [s.dataset.wob_ref || null,"
-    "           Array.prototype.map.call(s.options, function (o) {{ return o.text; }}),"
-    "           s.selectedIndex]; }})}};"
+    " selects: over ? [] : Array.prototype.map.call(document.querySelectorAll('select'),"
+    "   function (s) {{ return [s.dataset.wob_ref || null,"
+    "     Array.prototype.map.call(s.options, function (o) {{ return o.text; }}),"
+    "     s.selectedIndex]; }})}};"
 )
 _START = (
     "var error = null; __agentgymClock.advance(0);"
@@ -139,7 +141,8 @@ class PageState:
     raw_reward: float
     reason: Any
     utterance: str
-    dom: dict[str, Any]
+    dom: dict[str, Any] | None
+    """``core.getDOMInfo()``'s tree; None once the task has ended."""
     error: str | None
     selects: list[Any]
     """``[ref, option texts, selected index]`` of every ``<select>`` (its options have no box)."""

@@ -22,6 +22,7 @@ from miniwob.dom import DOMElement
 _FRAME_IDS = frozenset({"wrap", "area"})
 """The task frame every page shares: not listed (their children are)."""
 MAX_TEXT = 300
+_EMPTY = {"tag": "BODY", "left": 0, "top": 0, "width": 0, "height": 0, "ref": 1, "children": []}
 _WHITE = (1.0, 1.0, 1.0)
 _CONTROLS = ("input", "select", "textarea", "button")
 _STYLING = re.compile(r"ui-(corner-\w+|helper-[\w-]+|widget(-content|-header)?|front)$")
@@ -48,9 +49,12 @@ class View:
     elements: dict[int, DOMElement] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, utterance: str, dom: dict[str, Any], selects: Sequence[Any]) -> View:
-        """Parse ``core.getDOMInfo()``'s tree and the select list; render the lines."""
-        view = cls(utterance, DOMElement(dom))
+    def read(cls, utterance: str, dom: dict[str, Any] | None, selects: Sequence[Any]) -> View:
+        """Parse ``core.getDOMInfo()``'s tree and the select list; render the lines.
+
+        ``dom`` None (the task has ended) gives a page without elements.
+        """
+        view = cls(utterance, DOMElement(dom or _EMPTY))
         for ref, options, selected in selects:
             if ref is not None:
                 view.selects[int(ref)] = Select(tuple(map(str, options)), int(selected))

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from agentgym.checker import check_agent_env, transcript_digest
-from agentgym.core.errors import SnapshotMismatch
+from agentgym.core.errors import ResetNeeded, SnapshotMismatch
 from agentgym.envs.web.miniwob import env_id
 from agentgym.envs.web.miniwob.oracle import SOLVERS
 from agentgym.registry import make
@@ -102,6 +102,8 @@ def test_browser_starts_on_first_reset_is_reused_and_close_leaves_no_process():
     assert _browser_pids() - before == mine  # the same browser serves every reset
     env.close()
     assert _all_gone(mine)
+    with pytest.raises(ResetNeeded):
+        env.step("wait()")  # the episode ended with its browser
     env.reset(seed=2)  # a closed env starts a browser again
     again = _browser_pids() - before
     assert again and not again & mine
@@ -305,12 +307,12 @@ def test_oracle_recovers_from_a_wrong_value():
     _require_chromium()
     env = make(LOGIN, privileged=True)
     try:
-        obs, info = env.reset(seed=5)
+        env.reset(seed=5)
         ref = next(el.ref for el in env.unwrapped._current().listed() if el.id == "username")
-        obs, *_, info = env.step(f'type({ref}, "wrong")')
-        assert "Expert's next action: press(\"C-a\")" in info["privileged_context"]
+        *_, info = env.step(f'type({ref}, "wrong")')
+        assert 'Expert\'s next action: press("C-a")' in info["privileged_context"]
         while True:
-            obs, reward, term, trunc, info = env.step(env.unwrapped.oracle_action())
+            *_, term, trunc, info = env.step(env.unwrapped.oracle_action())
             if term or trunc:
                 break
         # 1 detour, 2 to clear the focused input (select all, delete), 3 to solve
