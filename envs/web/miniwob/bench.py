@@ -12,7 +12,11 @@ system Chromium. Speed goals live here: agentgym's step may take at most
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -134,6 +138,21 @@ def success(task: str, agent: str, seeds: int) -> float:
     return wins / seeds
 
 
+@contextlib.contextmanager
+def _environ(**values: str) -> Iterator[None]:
+    """Set environment variables for the ``with`` block, then restore them."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def task_row(task: str, steps: int, seeds: int, repeats: int) -> dict[str, Any]:
     """One task's row: step and reset latency of both sides, oracle and random success."""
     import gymnasium as gym
@@ -145,7 +164,10 @@ def task_row(task: str, steps: int, seeds: int, repeats: int) -> dict[str, Any]:
     env: Any = make(env_id(task), split="test")
     base: MiniWoBEnv = env.unwrapped
     episodes = _record(base, steps)
-    peer = gym.make(f"miniwob/{task}-v1")
+    home = tempfile.mkdtemp(prefix="agentgym-miniwob-peer-")
+    with _environ(XDG_CONFIG_HOME=f"{home}/config", XDG_CACHE_HOME=f"{home}/cache"):
+        # miniwob's driver inherits these: its Chromium keeps crash reports out of $HOME
+        peer = gym.make(f"miniwob/{task}-v1")
     try:
         timed = alternate(
             {
@@ -160,6 +182,7 @@ def task_row(task: str, steps: int, seeds: int, repeats: int) -> dict[str, Any]:
     finally:
         peer.close()
         env.close()
+        shutil.rmtree(home, ignore_errors=True)
     n = sum(len(a) for _, a in episodes)
     return {
         "task": task,

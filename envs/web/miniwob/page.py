@@ -133,6 +133,10 @@ _START = (
 _CLICK = "var r = core.elementClick({ref}); var error = r === true ? null : String(r);"
 
 
+class BrowserMissing(RuntimeError):
+    """Chromium or chromedriver is not where the env looks for it."""
+
+
 @dataclass(frozen=True)
 class PageState:
     """What the page shows after an action: miniwob's episode globals and DOM tree."""
@@ -211,6 +215,14 @@ class Page:
         from selenium.webdriver.chrome.service import Service
 
         browser_environ()
+        binaries = (os.environ["MINIWOB_CHROME_BINARY"], os.environ["MINIWOB_CHROMEDRIVER"])
+        missing = [path for path in binaries if not os.path.exists(path)]
+        if missing:
+            raise BrowserMissing(
+                f"MiniWoB++ needs headless Chromium ({', '.join(missing)} missing): run "
+                "`apt-get install -y chromium chromium-driver`, or point MINIWOB_CHROME_BINARY "
+                "and MINIWOB_CHROMEDRIVER at a Chromium and its driver"
+            )
         profile = tempfile.mkdtemp(prefix="agentgym-miniwob-")
         options = webdriver.ChromeOptions()
         options.binary_location = os.environ["MINIWOB_CHROME_BINARY"]

@@ -10,7 +10,7 @@ from agentgym.envs.web.miniwob import camel, env_id
 from agentgym.envs.web.miniwob.actions import parse
 from agentgym.envs.web.miniwob.oracle import SOLVERS
 from agentgym.envs.web.miniwob.tasks import EXCLUDED, TASKS
-from agentgym.registry import env_ids, env_info, env_note
+from agentgym.registry import env_ids, env_info, env_note, make
 
 REQUIRED_ORACLES = {
     "click-button",
@@ -112,3 +112,14 @@ def test_bad_actions_are_refused_with_a_reason(bad):
     action, error = parse(bad)
     assert action is None
     assert isinstance(error, str) and error and len(error) < 400
+
+
+def test_a_missing_browser_is_a_clear_error(monkeypatch, tmp_path):
+    from agentgym.envs.web.miniwob.page import BrowserMissing
+
+    monkeypatch.setenv("MINIWOB_CHROME_BINARY", str(tmp_path / "no-chromium"))
+    monkeypatch.setenv("MINIWOB_CHROMEDRIVER", str(tmp_path / "no-chromedriver"))
+    env = make("agentgym/MiniWoB-ClickButton-v0")
+    with pytest.raises(BrowserMissing, match="apt-get install -y chromium chromium-driver"):
+        env.reset(seed=0)
+    env.close()
