@@ -14,6 +14,7 @@ from agentgym.core.errors import BadInput, ResetNeeded, SnapshotMismatch
 from agentgym.core.info import Segment
 from agentgym.core.menu import Menu
 from agentgym.core.spaces import String
+from agentgym.envs.web.browser import BrowserError, BrowserMissing
 from agentgym.envs.web.miniwob import oracle
 from agentgym.envs.web.miniwob.actions import ACTION_HELP, Action, parse
 from agentgym.envs.web.miniwob.page import STEP_MS, Page, PageState
@@ -78,7 +79,9 @@ class MiniWoBEnv(AgentEnv[str, Any]):
 
     ## Termination
     Terminates when the task ends (miniwob's ``done``); truncates after ``max_turns`` turns
-    (20 by default).
+    (20 by default). When the browser crashes or hangs, the step truncates with reward 0,
+    ``info["error"]`` says what happened and the observation says so; the browser is torn
+    down and the next reset starts another.
 
     ## Other info
     ``state_key``: sha1 of the utterance and the page text. Privileged: the fields miniwob's
@@ -176,15 +179,36 @@ class MiniWoBEnv(AgentEnv[str, Any]):
     def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
         seed = seed_of(task_id)
         self._history = []
-        self._read(self._page.load(self.task, seed, data_mode(seed)))
+        for attempt in (1, 2):  # a browser that died between episodes is replaced once
+            try:
+                self._read(self._page.load(self.task, seed, data_mode(seed)))
+                break
+            except BrowserMissing:
+                raise
+            except BrowserError:
+                if attempt == 2:
+                    raise
         return self._observe(), self._info(valid=True, action=None)
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """As :meth:`AgentEnv.step`; a browser failure truncates the episode (see Termination)."""
+        obs, reward, terminated, truncated, info = super().step(action)
+        if "error" in info:
+            self._done, truncated = True, True
+        return obs, reward, terminated, truncated, info
 
     def _apply(self, action: Any) -> Transition:
         parsed, error = self._resolve(action)
         if parsed is None:
             obs = f"Invalid action: {error}\n{self._observe()}"
             return Transition(obs, 0.0, False, self._info(valid=False, action=None))
-        state = self._perform(parsed)
+        try:
+            state = self._perform(parsed)
+        except BrowserError as e:
+            info = self._info(valid=False, action=parsed)
+            info["error"] = str(e)
+            obs = f"Browser error: {e}. The episode ends here; reset() starts a new browser."
+            return Transition(obs, 0.0, False, info)
         self._history.append(parsed.text)
         info = self._info(valid=state.error is None, action=parsed)
         info["segments"] = _segments(action, parsed)

@@ -15,18 +15,19 @@ isolation, so that a seed gives the same episode byte for byte in any process:
 * miniwob's 10-second episode timer is switched off: the env's turn limit ends episodes.
 
 An action and the observation after it take one ``execute_script`` where the action allows
-(clicks, waits); typing and key presses go through miniwob's own Selenium key actions.
+(clicks, waits); typing and key presses go through miniwob's own Selenium key actions. The
+browser itself (its start, temp home, time limits and teardown) is the web family's
+:class:`~agentgym.envs.web.browser.Browser`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
-import weakref
 from dataclasses import dataclass
 from typing import Any
+
+from agentgym.envs.web.browser import Browser, BrowserConfig, BrowserError
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -34,20 +35,6 @@ STEP_MS = 1000
 """Virtual milliseconds that pass after every action (and after the episode starts)."""
 WINDOW = (500, 320)
 """miniwob's window size (its tasks lay out in the top-left 160 x 210 pixels)."""
-_FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-extensions",
-    "--lang=en-US",
-    f"--window-size={WINDOW[0]},{WINDOW[1]}",
-)
-
 CLOCK_JS = r"""
 (function () {
   var RealDate = Date, start = 1483228800000, now = start, seq = 0, timers = {};
@@ -133,10 +120,6 @@ _START = (
 _CLICK = "var r = core.elementClick({ref}); var error = r === true ? null : String(r);"
 
 
-class BrowserMissing(RuntimeError):
-    """Chromium or chromedriver is not where the env looks for it."""
-
-
 @dataclass(frozen=True)
 class PageState:
     """What the page shows after an action: miniwob's episode globals and DOM tree."""
@@ -189,106 +172,86 @@ def task_url(task: str) -> str:
     return f"{DEFAULT_BASE_URL}{task}.html"
 
 
-def _quit(driver: Any, profile: str) -> None:
-    """Stop the driver (Chromium and chromedriver) and remove its profile directory."""
-    try:
-        driver.quit()
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-
-
 class Page:
-    """A Chromium started on first use; :meth:`close` (or garbage collection, or exit) ends it."""
+    """A task page in the web family's :class:`~agentgym.envs.web.browser.Browser`.
+
+    That is: lazy start, a temp home, hard time limits, no process left behind; a browser
+    failure raises :class:`~agentgym.envs.web.browser.BrowserError` after the browser is
+    torn down. It runs the Chromium that ``MINIWOB_CHROME_BINARY`` and
+    ``MINIWOB_CHROMEDRIVER`` name (the system's by default) in miniwob's 500 x 320 window.
+    """
 
     def __init__(self) -> None:
         """Nothing starts until the first :meth:`load`."""
-        self._driver: Any = None
-        self._finalizer: weakref.finalize[Any, Page] | None = None
-
-    @property
-    def started(self) -> bool:
-        """Whether a browser is running."""
-        return self._driver is not None
-
-    def _start(self) -> Any:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-
-        browser_environ()
-        binaries = (os.environ["MINIWOB_CHROME_BINARY"], os.environ["MINIWOB_CHROMEDRIVER"])
-        missing = [path for path in binaries if not os.path.exists(path)]
-        if missing:
-            raise BrowserMissing(
-                f"MiniWoB++ needs headless Chromium ({', '.join(missing)} missing): run "
-                "`apt-get install -y chromium chromium-driver`, or point MINIWOB_CHROME_BINARY "
-                "and MINIWOB_CHROMEDRIVER at a Chromium and its driver"
+        self.browser = Browser(
+            BrowserConfig(
+                chromium=os.environ.get("MINIWOB_CHROME_BINARY", CHROMIUM),
+                chromedriver=os.environ.get("MINIWOB_CHROMEDRIVER", CHROMEDRIVER),
+                width=WINDOW[0],
+                height=WINDOW[1],
             )
-        profile = tempfile.mkdtemp(prefix="agentgym-miniwob-")
-        options = webdriver.ChromeOptions()
-        options.binary_location = os.environ["MINIWOB_CHROME_BINARY"]
-        for flag in (*_FLAGS, f"--user-data-dir={profile}/profile"):
-            options.add_argument(flag)
-        # Chromium writes crash reports and caches under XDG_* whatever the profile: keep
-        # them in the temporary directory too, not in $HOME
-        env = dict(
-            os.environ, XDG_CONFIG_HOME=f"{profile}/config", XDG_CACHE_HOME=f"{profile}/cache"
         )
-        service = Service(os.environ["MINIWOB_CHROMEDRIVER"], env=env)
-        try:
-            driver = webdriver.Chrome(service=service, options=options)
-        except Exception:
-            shutil.rmtree(profile, ignore_errors=True)
-            raise
-        # weakref.finalize also runs at interpreter exit: no Chromium outlives the process
-        self._finalizer = weakref.finalize(self, _quit, driver, profile)
-        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": CLOCK_JS})
-        driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "UTC"})
-        driver.execute_cdp_cmd("Emulation.setLocaleOverride", {"locale": "en-US"})
-        self._driver = driver
-        return driver
+        self._prepared = 0  # the browser start the clock script was installed in
 
-    @property
-    def driver(self) -> Any:
-        """The Selenium driver (the browser starts on first use)."""
-        return self._driver if self._driver is not None else self._start()
+    def _prepare(self) -> None:
+        """Start the browser if needed and install the clock before any page script."""
+        self.browser.start()
+        if self._prepared == self.browser.starts:
+            return
+        for command, params in (
+            ("Page.addScriptToEvaluateOnNewDocument", {"source": CLOCK_JS}),
+            ("Emulation.setTimezoneOverride", {"timezoneId": "UTC"}),
+            ("Emulation.setLocaleOverride", {"locale": "en-US"}),
+        ):
+            self.browser.call("execute_cdp_cmd", command, params)
+        self._prepared = self.browser.starts
 
     def load(self, task: str, seed: int, mode: str) -> PageState:
         """Open ``task``'s page afresh and start the episode of ``seed`` in data ``mode``."""
-        driver = self.driver
-        driver.get(task_url(task))
+        self._prepare()
+        self.browser.call("get", task_url(task))
         script = _START.format(seed=int(seed), mode=json.dumps(mode))
-        return PageState.of(driver.execute_script(script + _OBSERVE.format(ms=STEP_MS)))
+        return self._run(script + _OBSERVE.format(ms=STEP_MS))
 
     def click(self, ref: int) -> PageState:
         """``core.elementClick(ref)`` (miniwob's CLICK_ELEMENT), then time passes."""
-        script = _CLICK.format(ref=int(ref)) + _OBSERVE.format(ms=STEP_MS)
-        return PageState.of(self.driver.execute_script(script))
+        return self._run(_CLICK.format(ref=int(ref)) + _OBSERVE.format(ms=STEP_MS))
 
     def type(self, ref: int, text: str) -> PageState:
         """FOCUS_ELEMENT_AND_TYPE_TEXT as miniwob does it: click ``ref``, then type key by key."""
         from miniwob.selenium_actions import execute_type_text
 
-        error = self.driver.execute_script(f"return core.elementClick({int(ref)});")
+        error = self.browser.call("execute_script", f"return core.elementClick({int(ref)});")
         if error is not True:
             return self.observe(str(error))
-        execute_type_text(text, self.driver)
+        self._keys(execute_type_text, text)
         return self.observe()
 
     def press(self, key: str) -> PageState:
         """PRESS_KEY as miniwob does it, a key in its syntax (``<Enter>``, ``C-a``, ``x``)."""
         from miniwob.selenium_actions import execute_press_key
 
-        execute_press_key(key, self.driver)
+        self._keys(execute_press_key, key)
         return self.observe()
 
     def observe(self, error: str | None = None, ms: int = STEP_MS) -> PageState:
         """Let ``ms`` virtual milliseconds pass, then read the page."""
-        script = f"var error = {json.dumps(error)};" + _OBSERVE.format(ms=int(ms))
-        return PageState.of(self.driver.execute_script(script))
+        return self._run(f"var error = {json.dumps(error)};" + _OBSERVE.format(ms=int(ms)))
 
     def close(self) -> None:
-        """Quit Chromium and its driver (idempotent)."""
-        if self._finalizer is not None:
-            self._finalizer()
-        self._finalizer = None
-        self._driver = None
+        """Quit the browser (idempotent; the next :meth:`load` starts another)."""
+        self.browser.close()
+
+    def _run(self, script: str) -> PageState:
+        return PageState.of(self.browser.call("execute_script", script))
+
+    def _keys(self, send: Any, keys: str) -> None:
+        """Send keys with miniwob's Selenium key actions; failures as :meth:`Browser.call`."""
+        from selenium.common.exceptions import WebDriverException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            send(keys, self.browser.driver)
+        except (WebDriverException, HTTPError, OSError) as e:
+            self.browser.abort()
+            raise BrowserError(f"the browser failed ({type(e).__name__})") from e

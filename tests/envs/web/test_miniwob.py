@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -317,5 +318,24 @@ def test_oracle_recovers_from_a_wrong_value():
                 break
         # 1 detour, 2 to clear the focused input (select all, delete), 3 to solve
         assert info["won"] and env.unwrapped.turn == 6
+    finally:
+        env.close()
+
+
+def test_a_crashed_browser_truncates_the_episode_and_the_next_reset_recovers():
+    _require_chromium()
+    env = make(LOGIN)
+    try:
+        env.reset(seed=0)
+        browser = env.unwrapped._page.browser
+        for pid in browser.pids():
+            os.kill(pid, signal.SIGKILL)
+        obs, reward, term, trunc, info = env.step("wait()")
+        assert (reward, term, trunc) == (0.0, False, True)
+        assert info["error"].startswith("the browser failed") and obs.startswith("Browser error")
+        with pytest.raises(ResetNeeded):
+            env.step("wait()")
+        obs, info = env.reset(seed=0)  # a new browser, the same episode
+        assert obs.startswith("Task: Enter the username") and browser.starts == 2
     finally:
         env.close()

@@ -115,7 +115,7 @@ def test_bad_actions_are_refused_with_a_reason(bad):
 
 
 def test_a_missing_browser_is_a_clear_error(monkeypatch, tmp_path):
-    from agentgym.envs.web.miniwob.page import BrowserMissing
+    from agentgym.envs.web.browser import BrowserMissing
 
     monkeypatch.setenv("MINIWOB_CHROME_BINARY", str(tmp_path / "no-chromium"))
     monkeypatch.setenv("MINIWOB_CHROMEDRIVER", str(tmp_path / "no-chromedriver"))
