@@ -97,8 +97,8 @@ def envs(
         )
         return
     table = Table("id", "family", "description", "note")
-    for r in rows:
-        table.add_row(r.id, r.family, r.description, notes[r.id])
+    for r in rows:  # descriptions are text, not markup: "[base-task]" must show
+        table.add_row(r.id, r.family, escape(r.description), escape(notes[r.id]))
     out.print(table)
 
 
