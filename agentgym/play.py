@@ -24,6 +24,8 @@ _ENDS_EPISODE = re.compile(
 )
 """Actions that end the episode: menu answers (``answer: ...``), a shop's ``buy`` or
 ``click[Buy Now]``, and a free-form ``<answer>...</answer>``."""
+_NO_MATCH = "no action matches"
+"""How the message about a line that matches no listed action starts."""
 _SHOWN_AT_MOST = 6
 """How many items a message about an ambiguous line names."""
 
@@ -81,7 +83,7 @@ def match_action(line: str, items: Sequence[str] | None) -> tuple[str | None, st
                 f"{shorten(text)} matches {len(found)} actions: {_numbered(items, found)}; "
                 "type more of it or its number"
             )
-    return None, f"no action matches {shorten(text)}; {_how_to_choose(items)}"
+    return None, f"{_NO_MATCH} {shorten(text)}; {_how_to_choose(items)}"
 
 
 def _how_to_choose(items: Sequence[str]) -> str:
@@ -106,8 +108,9 @@ def _read_action(
 ) -> str | None:
     """Ask until a line names an action (and, if it ends the episode, it is confirmed).
 
-    With ``free`` (the env takes any text), a line that names no listed action is sent as
-    typed: the list is then a help, not the whole action set (a shop's search box).
+    With ``free`` (the env takes any text), a line that matches no listed action at all is
+    sent as typed: the list is then a help, not the whole action set (a shop's search box);
+    an ambiguous prefix or an unknown number still gets its message.
     Returns None when input ends.
     """
     while True:
@@ -117,7 +120,7 @@ def _read_action(
         if not line:
             return None
         action, message = match_action(line, items)
-        if action is None and free and line.strip():
+        if action is None and free and (message or "").startswith(_NO_MATCH):
             action = line.strip()
         if action is None:
             if message:

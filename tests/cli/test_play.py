@@ -302,3 +302,18 @@ def test_the_text_shop_takes_a_typed_query_and_asks_before_buying(terminals):
     seen = t.expect("Return 1.")
     assert "Episode over: you won." in seen and "not valid" not in seen
     assert t.finish()[0] == 0
+
+
+def test_a_free_text_env_still_explains_an_ambiguous_prefix():
+    import io
+
+    from agentgym.play import play_episode
+
+    out = io.StringIO()
+    play_episode(
+        "agentgym/Shop-Small-v0",
+        stdin=io.StringIO("search[machine wash cotton]\nclick[b0\n"),
+        stdout=out,
+    )
+    text = out.getvalue()
+    assert "'click[b0' matches 10 actions" in text and "(that action was not valid)" not in text

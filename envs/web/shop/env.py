@@ -74,7 +74,8 @@ class ShopEnv(AgentEnv[str, Any]):
 
         Args:
             preset: ``small`` (1,000 products, 3,000 instructions) or ``large`` (100,000
-                products, 12,000 instructions; built in about a minute the first time).
+                products, 12,000 instructions; generated in about 7 s per process, the BM25
+                index cached).
             menu: numbered menu actions (``Discrete(64)``) instead of free text.
             **kwargs: as :class:`~agentgym.core.env.AgentEnv` (split, privileged, max_turns,
                 render_mode).
