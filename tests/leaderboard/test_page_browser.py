@@ -18,12 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import chromium
 import pytest
+from chromium import CHROMEDRIVER, CHROMIUM, require_chromium
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 ENV = "agentgym/Search-Menu-Small-v0"
 HEURISTIC = "agentgym.envs.search.agents:MenuHeuristicAgent"
 EVIL = "<script>alert(1)</script>"
@@ -36,16 +36,6 @@ SUBMISSIONS = [
     ("random", "random", 20, 1),
     (EVIL, HEURISTIC, 20, 2),
 ]
-
-
-def _require_chromium() -> None:
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    if missing:
-        pytest.fail(
-            f"headless Chromium is needed for the browser tests ({', '.join(missing)} missing): "
-            "run `apt-get update && apt-get install -y chromium chromium-driver`",
-            pytrace=False,
-        )
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -97,7 +87,7 @@ def base_url(board: Any) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Headless Chromium with a fresh profile, nothing fetched from the network."""
-    _require_chromium()
+    require_chromium()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -247,9 +237,9 @@ def test_index_links_to_the_env_page(driver: Any, base_url: str) -> None:
 def test_missing_chromium_fails_with_the_install_command(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setitem(globals(), "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.setattr(chromium, "CHROMIUM", tmp_path / "no-chromium")
     with pytest.raises(pytest.fail.Exception, match="apt-get install -y chromium chromium-driver"):
-        _require_chromium()
+        require_chromium()
 
 
 def test_screenshot_of_env_page(driver: Any, base_url: str, tmp_path: Path) -> None:

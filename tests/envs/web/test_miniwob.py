@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from chromium import require_chromium
 
 from agentgym.checker import check_agent_env, transcript_digest
 from agentgym.core.errors import ResetNeeded, SnapshotMismatch
@@ -28,26 +29,14 @@ from agentgym.registry import make
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 LOGIN = "agentgym/MiniWoB-LoginUser-v0"
 BUTTON = "agentgym/MiniWoB-ClickButton-v0"
-
-
-def _require_chromium() -> None:
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    if missing:
-        pytest.fail(
-            f"headless Chromium is needed for the browser tests ({', '.join(missing)} missing): "
-            "run `apt-get update && apt-get install -y chromium chromium-driver`",
-            pytrace=False,
-        )
 
 
 @pytest.fixture(scope="module")
 def button() -> Iterator[Any]:
     """One click-button env (one browser) for the tests that only need some page."""
-    _require_chromium()
+    require_chromium()
     env = make(BUTTON)
     yield env
     env.close()
@@ -92,7 +81,7 @@ def _all_gone(pids: set[int]) -> bool:
 
 
 def test_browser_starts_on_first_reset_is_reused_and_close_leaves_no_process():
-    _require_chromium()
+    require_chromium()
     before = _browser_pids()
     env = make("agentgym/MiniWoB-FocusText-v0")
     assert _browser_pids() == before  # nothing starts with the env
@@ -113,7 +102,7 @@ def test_browser_starts_on_first_reset_is_reused_and_close_leaves_no_process():
 
 
 def test_interpreter_exit_leaves_no_process():
-    _require_chromium()
+    require_chromium()
     # the child lists its own browser processes with this module's helper, then exits
     # without close(): the env's finalizer must quit the browser at exit
     code = (
@@ -130,14 +119,14 @@ def test_interpreter_exit_leaves_no_process():
 
 # ---------------------------------------------------------------------- checker and oracles
 def test_checker_passes_on_a_task_with_an_oracle():
-    _require_chromium()
+    require_chromium()
     report = check_agent_env(LOGIN)
     assert len(report.results) >= 12
     assert report.ok, report.failures()
 
 
 def test_checker_skips_the_oracle_of_a_task_without_one():
-    _require_chromium()
+    require_chromium()
     only = ["oracle_wins", "pickle_mid_episode", "snapshot_restore", "standard_info_keys"]
     report = check_agent_env("agentgym/MiniWoB-BookFlight-v0", only=only)
     assert report.ok, report.failures()
@@ -153,7 +142,7 @@ def test_checker_skips_the_oracle_of_a_task_without_one():
 
 @pytest.mark.parametrize("task", sorted(SOLVERS))
 def test_oracle_wins(task):
-    _require_chromium()
+    require_chromium()
     env = make(env_id(task), split="test")
     try:
         for seed in range(3):
@@ -222,7 +211,7 @@ def test_observation_lists_elements_with_refs_and_clicks(button):
 
 
 def test_menu_mode_clicks_by_index_with_a_mask():
-    _require_chromium()
+    require_chromium()
     env = make(BUTTON, menu=True)
     try:
         obs, info = env.reset(options={"task_id": "click-button-00000"})
@@ -238,7 +227,7 @@ def test_menu_mode_clicks_by_index_with_a_mask():
 
 
 def test_typing_and_keys_reach_the_page():
-    _require_chromium()
+    require_chromium()
     env = make("agentgym/MiniWoB-EnterText-v0")
     try:
         obs, info = env.reset(seed=1)
@@ -252,7 +241,7 @@ def test_typing_and_keys_reach_the_page():
 
 
 def test_animations_settle_before_the_next_observation():
-    _require_chromium()
+    require_chromium()
     env = make("agentgym/MiniWoB-ClickCollapsible-v0")
     try:
         obs, _ = env.reset(seed=0)
@@ -268,7 +257,7 @@ IDS_FOR_PROCESSES = ["agentgym/MiniWoB-ClickCollapsible-v0", "agentgym/MiniWoB-C
 
 
 def test_same_seed_same_transcript_in_another_process():
-    _require_chromium()
+    require_chromium()
     here = [transcript_digest(i, 7, steps=12) for i in IDS_FOR_PROCESSES]
     code = (
         "import json, sys; from agentgym.checker import transcript_digest;"
@@ -284,7 +273,7 @@ def test_same_seed_same_transcript_in_another_process():
 
 
 def test_snapshot_replays_on_a_fresh_env_and_refuses_another_page():
-    _require_chromium()
+    require_chromium()
     env, fresh = make(LOGIN), make(LOGIN)
     try:
         env.reset(seed=3)
@@ -305,7 +294,7 @@ def test_snapshot_replays_on_a_fresh_env_and_refuses_another_page():
 
 
 def test_oracle_recovers_from_a_wrong_value():
-    _require_chromium()
+    require_chromium()
     env = make(LOGIN, privileged=True)
     try:
         env.reset(seed=5)
@@ -323,7 +312,7 @@ def test_oracle_recovers_from_a_wrong_value():
 
 
 def test_a_crashed_browser_truncates_the_episode_and_the_next_reset_recovers():
-    _require_chromium()
+    require_chromium()
     env = make(LOGIN)
     try:
         env.reset(seed=0)

@@ -21,35 +21,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import chromium
 import numpy as np
 import pytest
+from chromium import require_chromium
 
 import agentgym
 from agentgym.agents.builtin import OracleAgent, RandomAgent
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 BROWSER_ID = "agentgym/Shop-Browser-Small-v0"
 TEXT_ID = "agentgym/Shop-Small-v0"
 EVIL = "<script>alert(1)</script>"
 
 
-def _require_chromium() -> None:
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    if missing:
-        pytest.fail(
-            f"headless Chromium is needed for the browser tests ({', '.join(missing)} missing): "
-            "run `apt-get update && apt-get install -y chromium chromium-driver`",
-            pytrace=False,
-        )
-
-
 @pytest.fixture(scope="module")
 def env() -> Iterator[Any]:
     """One browser env shared by the module's tests (each test resets it)."""
-    _require_chromium()
+    require_chromium()
     e = agentgym.make(BROWSER_ID)
     try:
         yield e
@@ -76,7 +66,7 @@ def _chromium_main(browser: Any) -> int:
 
 
 def test_checker_passes() -> None:
-    _require_chromium()
+    require_chromium()
     from agentgym.checker import check_agent_env
 
     report = check_agent_env(BROWSER_ID)
@@ -140,7 +130,7 @@ def test_same_episodes_in_both_modes(env: Any, agent_class: type) -> None:
 
 
 def test_same_episodes_in_both_modes_with_the_menu() -> None:
-    _require_chromium()
+    require_chromium()
     browser, text = agentgym.make(BROWSER_ID, menu=True), agentgym.make(TEXT_ID, menu=True)
     try:
         assert browser.action_space == text.action_space
@@ -300,7 +290,7 @@ def test_markup_in_titles_and_instructions_is_text(env: Any) -> None:
 
 
 def test_close_leaves_no_browser_process() -> None:
-    _require_chromium()
+    require_chromium()
     gc.collect()  # browsers of envs dropped by earlier tests end now, not during this test
     before = _our_browser_pids()
     e = agentgym.make(BROWSER_ID)
@@ -318,7 +308,7 @@ def test_close_leaves_no_browser_process() -> None:
 
 
 def test_exit_without_close_leaves_no_browser_process() -> None:
-    _require_chromium()
+    require_chromium()
     code = (
         f"import agentgym; e = agentgym.make({BROWSER_ID!r}); e.reset(seed=0); "
         "print(e.unwrapped.browser._h.home, flush=True)"
@@ -336,7 +326,7 @@ def test_exit_without_close_leaves_no_browser_process() -> None:
 
 
 def test_killed_browser_ends_the_episode_and_reset_recovers() -> None:
-    _require_chromium()
+    require_chromium()
     e = agentgym.make(BROWSER_ID)
     try:
         base = e.unwrapped
@@ -357,7 +347,7 @@ def test_killed_browser_ends_the_episode_and_reset_recovers() -> None:
 
 
 def test_hung_page_ends_the_episode_and_reset_recovers(monkeypatch: pytest.MonkeyPatch) -> None:
-    _require_chromium()
+    require_chromium()
     from agentgym.envs.web.shop import app
 
     e = agentgym.make(BROWSER_ID, timeout_s=1.5)
@@ -394,16 +384,16 @@ def test_missing_chromium_fails_with_the_install_command(
 
     with pytest.raises(BrowserMissing, match="apt-get install -y chromium chromium-driver"):
         Browser(BrowserConfig(chromium=str(tmp_path / "no-chromium"))).start()
-    monkeypatch.setitem(globals(), "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.setattr(chromium, "CHROMIUM", tmp_path / "no-chromium")
     with pytest.raises(pytest.fail.Exception, match="apt-get install -y chromium chromium-driver"):
-        _require_chromium()
+        require_chromium()
 
 
 # ---------------------------------------------------------------------------- extras
 
 
 def test_screenshot_in_info() -> None:
-    _require_chromium()
+    require_chromium()
     e = agentgym.make(BROWSER_ID, screenshot=True)
     try:
         _, info = e.reset(seed=0)
@@ -419,7 +409,7 @@ def test_screenshot_in_info() -> None:
 
 
 def test_bench_browser_reports_its_numbers() -> None:
-    _require_chromium()
+    require_chromium()
     from agentgym.envs.web.shop.bench_browser import bench_browser
 
     out = bench_browser(steps=12)
