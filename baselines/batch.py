@@ -25,6 +25,7 @@ from agentgym.baselines.prompt import PromptFormat
 
 if TYPE_CHECKING:
     from agentgym.baselines.rollout import EnvPool, RolloutConfig
+    from agentgym.baselines.teachers import Teachers
 
 REWARDS = ("outcome", "return")
 """What an outcome-based variant scores a trajectory by: its terminal outcome or its return."""
@@ -76,9 +77,11 @@ class Turn:
     """one tag per response token (think, tool_call, summary, ...), or None."""
     extras: dict[str, Any] = field(default_factory=dict)
     """anything else a variant attaches: teacher log-probs, probe scores, ``next_value``, ...
-    The rollout engine sets ``"action"`` (the text sent to ``env.step``) and, with
-    snapshots on, ``"snapshot"``, ``"observation"`` and ``"observation_info"`` (the state the
-    turn acted from)."""
+    The rollout engine sets ``"action"`` (the text sent to ``env.step``), ``"observation"``
+    (what the turn acted from), ``"privileged_context"`` (that state's privileged text, on a
+    privileged env) and, with snapshots on, ``"snapshot"`` and ``"observation_info"``. The
+    teachers (:mod:`agentgym.baselines.teachers`) cache their scores here, under
+    ``"logp/<view>"`` and ``"topk/<view>"``."""
 
     def mask(self) -> Tensor:
         """Float [L] policy mask on the response's device (ones when ``policy_mask`` is None)."""
@@ -289,6 +292,8 @@ class StepContext:
         rng: the run's generator for sampling choices (tasks, seeds).
         tasks_per_step: groups the ``sample`` slot plays per step.
         group_size: rollouts per group (G).
+        teachers: second opinions on the sampled tokens (privileged view, reference, named
+            teacher checkpoints; :mod:`agentgym.baselines.teachers`).
     """
 
     config: Any = None
@@ -300,6 +305,7 @@ class StepContext:
     rng: np.random.Generator | None = None
     tasks_per_step: int = 0
     group_size: int = 0
+    teachers: Teachers | None = None
 
     def need_policy(self) -> Policy:
         """``policy``, or ValueError naming it when it is missing."""
@@ -316,6 +322,10 @@ class StepContext:
     def need_rng(self) -> np.random.Generator:
         """``rng``, or ValueError naming it when it is missing."""
         return _need(self.rng, "rng")
+
+    def need_teachers(self) -> Teachers:
+        """``teachers``, or ValueError naming it when it is missing."""
+        return _need(self.teachers, "teachers")
 
 
 Context = StepContext

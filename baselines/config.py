@@ -79,6 +79,12 @@ class RLConfig:
     """PPO clip epsilon."""
     kl_coef: float = 0.0
     """Weight of the k3 KL to the frozen reference (0: no reference model)."""
+    reference: str = ""
+    """The frozen reference's checkpoint directory, for the KL and the variants that read a
+    reference ("": the warm start); it must use the policy's tokenizer."""
+    teachers: str = ""
+    """Teacher checkpoints as NAME=DIR,NAME=DIR (multi-teacher distillation); each must use
+    the policy's tokenizer (train them from the same warm start)."""
     epochs: int = 1
     """Passes of PPO updates over each batch (after the first, the ratio moves off 1 and the
     clip binds)."""

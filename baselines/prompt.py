@@ -62,9 +62,10 @@ class PromptFormat:
     """Most prompt tokens kept, the most recent ones (None: all; the policy still cuts a
     prompt longer than its own context)."""
     privileged: bool = field(default=False, metadata={"option": False})
-    """The privileged view: the env's ``info["privileged_context"]`` (present when the env is
-    made with ``privileged=True``) is put before the first observation, the rest of the
-    prompt unchanged (self-distillation teachers score the same tokens under it). Never a
+    """The privileged view: the privileged text of the state being acted from (the env's
+    ``info["privileged_context"]``, present when the env is made with ``privileged=True``, or
+    a text the caller gives) opens the prompt, ahead of its oldest observation, the rest of
+    the prompt unchanged (self-distillation teachers score the same tokens under it). Never a
     training option: a teacher's view is ``dataclasses.replace(fmt, privileged=True)`` of the
     run's own format."""
 
@@ -167,26 +168,33 @@ class History:
             fmt: the prompt format.
             observations: the observations seen so far.
             responses: the token ids of the responses so far.
-            privileged_context: the privileged view's text (used when
-                ``fmt.privileged``); :meth:`observe` also takes it from the first info.
+            privileged_context: the privileged view's text (used when ``fmt.privileged``)
+                for every turn; None: each turn's own, from the ``info`` :meth:`observe`
+                was given with its observation (the latest one given, where an info had none).
         """
         self.policy = policy
         self.fmt = fmt
         self.observations: list[Any] = list(observations)
         self.responses: list[list[int]] = [_ids(r) for r in responses]
         self.privileged_context = privileged_context
-        self._first: dict[int, list[int]] = {}
+        self._contexts: list[str | None] = [None] * len(self.observations)
+        self._first: dict[tuple[int, str | None], list[int]] = {}
         self._later: dict[int, list[int]] = {}
 
     def observe(self, observation: Any, info: Mapping[str, Any] | None = None) -> None:
         """Append the observation the policy acts from next.
 
-        The ``info`` of the first one supplies the privileged view's text.
+        Its ``info`` supplies the privileged view's text of that turn (when it has one).
         """
-        if not self.observations and info is not None and self.privileged_context is None:
-            context = info.get(PRIVILEGED_KEY)
-            self.privileged_context = None if context is None else str(context)
+        context = None if info is None else info.get(PRIVILEGED_KEY)
+        self._contexts.append(None if context is None else str(context))
         self.observations.append(observation)
+
+    def context(self) -> str | None:
+        """The privileged text of the current turn (see ``privileged_context``)."""
+        if self.privileged_context is not None:
+            return self.privileged_context
+        return next((c for c in reversed(self._contexts) if c is not None), None)
 
     def act(self, response_ids: Sequence[int] | Tensor) -> None:
         """Append the response to the current observation."""
@@ -207,25 +215,32 @@ class History:
             )
         window = self.fmt.window
         start = 0 if window is None else max(0, k - window)
+        head = self.context() if self.fmt.privileged else None
         if self.fmt.pin_first and start > 0:
-            out = [*self._segment(0, first=True), *self._segment(start, first=False)]
+            out = [*self._opening(0, head), *self._segment(start)]
         else:
-            out = list(self._segment(start, first=True))
+            out = list(self._opening(start, head))
         for j in range(start, k):
             out += self.responses[j]
-            out += self._segment(j + 1, first=False)
+            out += self._segment(j + 1)
         if self.fmt.context is not None:
             out = out[-self.fmt.context :]
         return out
 
-    def _segment(self, j: int, *, first: bool) -> list[int]:
-        cache = self._first if first else self._later
-        if j not in cache:
+    def _opening(self, j: int, head: str | None) -> list[int]:
+        """Observation ``j`` opening the prompt, after the privileged text ``head`` if any."""
+        if (j, head) not in self._first:
             observation = self.observations[j]
-            if first and j == 0 and self.fmt.privileged and self.privileged_context:
-                observation = f"{self.privileged_context}{OBS_SEPARATOR}{observation}"
-            cache[j] = observation_ids(self.policy, observation, first=first)
-        return cache[j]
+            if head:
+                observation = f"{head}{OBS_SEPARATOR}{observation}"
+            self._first[(j, head)] = observation_ids(self.policy, observation, first=True)
+        return self._first[(j, head)]
+
+    def _segment(self, j: int) -> list[int]:
+        """Observation ``j`` inside the prompt, after an action."""
+        if j not in self._later:
+            self._later[j] = observation_ids(self.policy, self.observations[j], first=False)
+        return self._later[j]
 
 
 @dataclass

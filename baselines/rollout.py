@@ -31,7 +31,14 @@ import torch
 from agentgym.baselines.batch import Trajectory, Turn
 from agentgym.baselines.policies.base import Policy
 from agentgym.baselines.policies.constrained import allowed_tokens, encode_actions
-from agentgym.baselines.prompt import Choices, History, PromptFormat, act, action_choices
+from agentgym.baselines.prompt import (
+    PRIVILEGED_KEY,
+    Choices,
+    History,
+    PromptFormat,
+    act,
+    action_choices,
+)
 from agentgym.baselines.scoring import context_limit, logprobs_of
 from agentgym.registry import make
 
@@ -461,13 +468,13 @@ def _step_slot(
     forced: bool = False,
 ) -> bool:
     """Send ``action`` to the slot's env and record the turn; whether the episode goes on."""
-    extras: dict[str, Any] = {"action": action}
+    extras: dict[str, Any] = {"action": action, "observation": s.obs}
+    if PRIVILEGED_KEY in s.info:  # a privileged env: the teachers' view of this state
+        extras[PRIVILEGED_KEY] = str(s.info[PRIVILEGED_KEY])
     if forced:
         extras["forced"] = True
     if snapshots:
-        extras.update(
-            snapshot=s.env.unwrapped.snapshot(), observation=s.obs, observation_info=s.info
-        )
+        extras.update(snapshot=s.env.unwrapped.snapshot(), observation_info=s.info)
     state_key = s.info.get("state_key")
     o, reward, terminated, truncated, info = s.env.step(action)
     s.traj.turns.append(

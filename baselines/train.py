@@ -34,6 +34,7 @@ from agentgym.baselines.policies.agent import (
 )
 from agentgym.baselines.prompt import History
 from agentgym.baselines.rollout import EnvPool, RolloutConfig
+from agentgym.baselines.teachers import Teachers, check_tokenizer, parse_teachers
 from agentgym.baselines.update import adamw, update
 from agentgym.core.errors import BadInput
 from agentgym.harness.plot import agg_figure
@@ -267,6 +268,7 @@ def rl_step(
     cfg: TrainConfig,
     step: int,
     rng: np.random.Generator,
+    teachers: Teachers | None = None,
 ) -> dict[str, float]:
     """One optimiser step: rollouts (the plan's sampler), the credit hooks, the loss, the update."""
     ctx = StepContext(
@@ -279,6 +281,7 @@ def rl_step(
         rng=rng,
         tasks_per_step=cfg.rl.tasks_per_step,
         group_size=cfg.rl.group_size,
+        teachers=teachers,
     )
     batch = Batch(trajectories=[])
     with torch.no_grad():
@@ -311,10 +314,16 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     if not 0.0 <= cfg.sft.noise <= 1.0:
         raise BadInput(f"--sft-noise is a probability in [0, 1], got {cfg.sft.noise}")
     kwargs = env_kwargs(cfg)
-    pool = EnvPool(cfg.env, cfg.rl.tasks_per_step * cfg.rl.group_size, split="train", **kwargs)
-    plan.check(
-        make(cfg.env, **kwargs)
-    )  # refuse an env lacking what a variant needs, before any work
+    teacher_dirs = parse_teachers(cfg.rl.teachers)
+    plan.check_teachers(list(teacher_dirs))
+    # a variant reading privileged info plays on privileged envs (the prompts never show it)
+    rollout_kwargs = {**kwargs, "privileged": True} if plan.needs_privileged else kwargs
+    # refuse an env lacking what a variant needs, before any work
+    plan.check(make(cfg.env, **rollout_kwargs))
+    pool = EnvPool(
+        cfg.env, cfg.rl.tasks_per_step * cfg.rl.group_size, split="train", **rollout_kwargs
+    )
+    named = {name: load_policy(Path(path)) for name, path in teacher_dirs.items()}
     torch.manual_seed(cfg.seed)
     policy = make_policy(cfg)
     out.mkdir(parents=True, exist_ok=True)
@@ -329,8 +338,8 @@ def train(cfg: TrainConfig, out: Path) -> Path:
         # the warm start alone, the baseline RL is measured against
         run.checkpoint(policy, out / "sft", step=0)
         run.record({"phase": "sft", "step": 0, "sft_nll": nll})
-    # the frozen reference: the warm start, kept for the loss's KL and for variants that read it
-    ref = copy.deepcopy(policy) if cfg.rl.kl_coef > 0 or plan.needs_reference else None
+    ref = reference(cfg, policy, plan)
+    teachers = Teachers(policy, ref, named, max_tokens=cfg.rl.micro_batch_tokens)
     optimizer = adamw(policy.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
     rng = np.random.default_rng(cfg.seed)
     step = generated = 0
@@ -338,7 +347,7 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     with _rl_progress(cfg) as progress, open_pool() as eval_pool:
         while not _rl_done(cfg, step, generated):
             step += 1
-            metrics = rl_step(policy, ref, plan, pool, optimizer, cfg, step, rng)
+            metrics = rl_step(policy, ref, plan, pool, optimizer, cfg, step, rng, teachers)
             generated += int(metrics.get("generated_tokens", 0))
             metrics["generated_total"] = float(generated)
             last = _rl_done(cfg, step, generated)
@@ -354,6 +363,23 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     save_policy_checkpoint(policy, out, metadata=metadata)
     (out / "train_config.json").write_text(json.dumps(cfg.to_json(), indent=1) + "\n")
     return out
+
+
+def reference(cfg: TrainConfig, policy: Any, plan: Any) -> Any:
+    """The frozen reference, for the loss's KL and the variants that read it (None: unused).
+
+    It is ``cfg.rl.reference``'s checkpoint, or else a copy of the warm start.
+    """
+    if cfg.rl.reference:
+        ref = load_policy(Path(cfg.rl.reference))
+        check_tokenizer(policy, ref, "reference")
+    elif cfg.rl.kl_coef > 0 or plan.needs_reference:
+        ref = copy.deepcopy(policy)
+    else:
+        return None
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
 
 
 def _rl_done(cfg: TrainConfig, step: int, generated: int) -> bool:

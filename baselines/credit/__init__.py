@@ -76,6 +76,7 @@ class CreditVariant:
         requires_abilities: env abilities: ``snapshot``, ``privileged``, ``check_answer``, or
             the name of any other method of ``env.unwrapped`` (e.g. ``set_rng``).
         aggregation: the loss aggregation the method's paper uses, or None for no preference.
+        requires_teachers: the run must name teacher checkpoints (``--teachers``).
         Config: a frozen dataclass of the variant's settings (field docstrings = help text).
 
     ``slots`` is derived: the hooks the subclass overrides.
@@ -85,6 +86,7 @@ class CreditVariant:
     requires_info: ClassVar[frozenset[str]] = frozenset()
     requires_abilities: ClassVar[frozenset[str]] = frozenset()
     aggregation: ClassVar[str | None] = None
+    requires_teachers: ClassVar[bool] = False
     slots: ClassVar[frozenset[str]] = frozenset()
 
     @dataclass(frozen=True)
@@ -309,6 +311,28 @@ class Plan:
     def needs_reference(self) -> bool:
         """Whether any variant reads the frozen reference model ``ctx.ref``."""
         return any(v.needs_reference for v in self.variants)
+
+    @property
+    def needs_privileged(self) -> bool:
+        """Whether any variant reads privileged info: the rollouts' envs are then privileged.
+
+        The policy's prompts never show it; the teachers' privileged view and the variants'
+        own probes read it from the turns (``info``, ``extras``).
+        """
+        return "privileged" in self.requires_abilities
+
+    def check_teachers(self, names: list[str]) -> None:
+        """Refuse a run without teacher checkpoints when a variant distils from them.
+
+        Raises:
+            BadInput: naming the variants (the CLI exits with code 2).
+        """
+        wanting = [v.name for v in self.variants if v.requires_teachers]
+        if wanting and not names:
+            raise BadInput(
+                f"{', '.join(wanting)} distil(s) from teacher checkpoints: pass "
+                "--teachers NAME=DIR,... (checkpoints sharing the policy's tokenizer)"
+            )
 
     def __str__(self) -> str:
         """The variants' names joined by ``+``, in plan order."""

@@ -27,7 +27,6 @@ The model is kept in ``eval()`` mode: dropout (the base model's and LoRA's) stay
 from __future__ import annotations
 
 import inspect
-import math
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -61,6 +60,7 @@ from agentgym.baselines.policies.hf_checkpoint import (
     VALUE_HEAD_FILE,
     check_dir,
     load_value_head,
+    new_value_head,
     read_settings,
     resolve_dtype,
     write_checkpoint,
@@ -148,8 +148,6 @@ class HFPolicy:
         self.lean = True
         self.model.eval()
 
-    # ---------------------------------------------------------------- construction
-
     @classmethod
     def from_pretrained(
         cls,
@@ -182,13 +180,7 @@ class HFPolicy:
         tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(str(path), local_files_only=True))
         if lora is not None:
             model, lora = add_lora(model, lora)
-        head = None
-        if value_head:
-            head = nn.Linear(int(model.config.hidden_size), 1, dtype=torch.float32)
-            gen = torch.Generator().manual_seed(0)
-            with torch.no_grad():
-                head.weight.normal_(0.0, 1.0 / math.sqrt(head.in_features + 1), generator=gen)
-                head.bias.zero_()
+        head = new_value_head(int(model.config.hidden_size)) if value_head else None
         return cls._finish(model, tokenizer, dev, lora, head)
 
     @classmethod
@@ -225,8 +217,7 @@ class HFPolicy:
         kwargs: dict[str, Any] = {"dtype": dtype, "local_files_only": True}
         if attn is not None:
             kwargs["attn_implementation"] = attn
-        model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
-        return model
+        return AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
 
     @classmethod
     def _finish(
@@ -244,8 +235,6 @@ class HFPolicy:
         if head is not None:
             head.to(device)
         return cls(model, tokenizer, device=device, lora=lora, value_head=head)
-
-    # ---------------------------------------------------------------- introspection
 
     def parameters(self) -> Iterator[nn.Parameter]:
         """The trainable parameters: LoRA adapters (or every model weight) and the value head.
@@ -462,6 +451,21 @@ class HFPolicy:
         )
         return scored
 
+    def response_logits(
+        self,
+        prompts: Sequence[torch.Tensor | Sequence[int]],
+        responses: Sequence[torch.Tensor | Sequence[int]],
+        *,
+        grad: bool = False,
+    ) -> list[torch.Tensor]:
+        """Raw float32 logits ``[len(response), V]`` at :meth:`logprobs`' positions."""
+        p_rows, r_rows = [as_ids(p) for p in prompts], [as_ids(r) for r in responses]
+        if not any(r_rows):
+            return [torch.zeros(len(r), 0, device=self.device) for r in r_rows]
+        with nullcontext() if grad else torch.no_grad():
+            logits, _, _ = self._logits(p_rows, r_rows, want_hidden=False)
+            return [logits[i, : len(r)].float() for i, r in enumerate(r_rows)]
+
     def values(
         self,
         prompts: Sequence[torch.Tensor | Sequence[int]],
@@ -513,30 +517,17 @@ class HFPolicy:
             raise ValueError(f"got {len(prompts)} prompts but {len(responses)} responses")
         if want_values and self.value_head is None:
             raise RuntimeError("this policy has no value head (built with value_head=False)")
-        p_rows = [as_ids(p) for p in prompts]
-        r_rows = [as_ids(r) for r in responses]
-        n = len(p_rows)
+        p_rows, r_rows = [as_ids(p) for p in prompts], [as_ids(r) for r in responses]
+        n, dev = len(p_rows), self.device
         if any(len(p) == 0 for p in p_rows):
             raise ValueError("every prompt needs at least one token")
-        dev = self.device
         width_r = max((len(r) for r in r_rows), default=0)
         if n == 0 or width_r == 0:
             empty = [torch.zeros(len(r), device=dev) for r in r_rows]
             return empty, [e.clone() for e in empty]
-
         ctx: AbstractContextManager[Any] = nullcontext() if grad else torch.no_grad()
-        hidden: torch.Tensor | None
-        pad, lean = self.tokenizer.pad_id, self._lean_forward()
         with ctx:
-            if lean is not None:
-                targets = response_targets(r_rows, dev)
-                hidden = lean_response_states(lean, p_rows, r_rows, pad, dev)
-                logits = lean.logits(hidden)
-            else:
-                ids, mask, pos, targets = scoring_batch(p_rows, r_rows, pad, dev)
-                logits, hidden, _ = self._forward(
-                    ids, mask, pos, keep=width_r, want_hidden=want_values
-                )
+            logits, hidden, targets = self._logits(p_rows, r_rows, want_hidden=want_values)
             lps: list[torch.Tensor] = []
             if want_logps:
                 flat = flat_allowed(allowed_tokens, r_rows, width_r)
@@ -552,6 +543,21 @@ class HFPolicy:
                 v = self.value_head(hidden.float()).squeeze(-1)
                 vals = [v[i, : len(r)] for i, r in enumerate(r_rows)]
         return lps, vals
+
+    def _logits(
+        self, p_rows: list[list[int]], r_rows: list[list[int]], *, want_hidden: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """``([n, W, V] logits, hidden states or None, [n, W] targets)`` of the responses."""
+        if any(len(p) == 0 for p in p_rows):
+            raise ValueError("every prompt needs at least one token")
+        pad, lean, dev = self.tokenizer.pad_id, self._lean_forward(), self.device
+        width_r = max(len(r) for r in r_rows)
+        if lean is not None:
+            hidden = lean_response_states(lean, p_rows, r_rows, pad, dev)
+            return lean.logits(hidden), hidden, response_targets(r_rows, dev)
+        ids, mask, pos, targets = scoring_batch(p_rows, r_rows, pad, dev)
+        logits, h, _ = self._forward(ids, mask, pos, keep=width_r, want_hidden=want_hidden)
+        return logits, h, targets
 
     # ---------------------------------------------------------------- persistence
 

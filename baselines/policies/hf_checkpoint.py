@@ -12,6 +12,7 @@ besides the model and the tokenizer.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ __all__ = [
     "base_state",
     "load_value_head",
     "merged_state",
+    "new_value_head",
     "read_settings",
     "write_checkpoint",
 ]
@@ -192,6 +194,16 @@ def load_value_head(root: Path) -> nn.Linear:
     state = load_file(str(root / VALUE_HEAD_FILE))
     head = nn.Linear(state["weight"].shape[1], 1, dtype=torch.float32)
     head.load_state_dict({k: v.float() for k, v in state.items()})
+    return head
+
+
+def new_value_head(width: int) -> nn.Linear:
+    """A fresh float32 value head over ``width``-wide hidden states (seed 0: deterministic)."""
+    head = nn.Linear(width, 1, dtype=torch.float32)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        head.weight.normal_(0.0, 1.0 / math.sqrt(head.in_features + 1), generator=gen)
+        head.bias.zero_()
     return head
 
 

@@ -339,6 +339,18 @@ class TinyPolicy(nn.Module):
             prompts, responses, grad=grad, allowed_tokens=allowed_tokens, temperature=temperature
         )[0]
 
+    def response_logits(
+        self, prompts: list[torch.Tensor], responses: list[torch.Tensor], *, grad: bool = False
+    ) -> list[torch.Tensor]:
+        """Raw next-token logits at every response position, ``[len(responses[i]), V]`` each.
+
+        The positions are those of :meth:`logprobs` (the teachers' top-k distributions read
+        them); no temperature or decoding mask is applied.
+        """
+        with torch.set_grad_enabled(grad):
+            h, _, sizes = self._response_states(prompts, responses)
+            return list(self.logits(h).float().split(sizes))
+
     def values(
         self,
         prompts: list[torch.Tensor],

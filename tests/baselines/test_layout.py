@@ -139,7 +139,7 @@ def test_context_keeps_the_most_recent_tokens(policy):
     assert cut == whole[-5:]
 
 
-def test_privileged_view_puts_the_context_before_the_first_observation(policy):
+def test_privileged_view_opens_the_prompt_with_the_current_states_context(policy):
     tok = policy.tokenizer
     act = [*tok.encode("search: a"), tok.eos_id]
     opened = prompt_ids(policy, "the answer is Orarshire\nfirst page")
@@ -148,8 +148,10 @@ def test_privileged_view_puts_the_context_before_the_first_observation(policy):
     history.observe("first page", {"privileged_context": "the answer is Orarshire"})
     assert history.prompt() == opened
     history.act(act)
-    history.observe("second page", {"privileged_context": "only the first info counts"})
-    assert history.prompt() == [*opened, *act, *tok.encode("\nsecond page")]
+    # the state acted from gives the context (a per-state hint, such as the best action)
+    history.observe("second page", {"privileged_context": "now search Orarshire"})
+    reopened = prompt_ids(policy, "now search Orarshire\nfirst page")
+    assert history.prompt() == [*reopened, *act, *tok.encode("\nsecond page")]
     # an env made without privileged=True gives no context: the prompt is the plain one
     blind = History(policy, view)
     blind.observe("first page", {})

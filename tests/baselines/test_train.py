@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from hf_model import write_hf_model
 
 from agentgym.baselines.batch import Batch, StepContext
 from agentgym.baselines.config import TrainConfig
@@ -272,39 +273,12 @@ def test_train_passes_env_kwargs_to_every_env_it_makes(tmp_path):
         assert refused.returncode == 2 and "--env-kwargs" in refused.stderr
 
 
-def _write_hf_model(out, texts):
-    """A tiny random Llama with a BPE tokenizer fitted to the env's text and a chat template,
-    saved the way a Hugging Face model directory is (nothing is downloaded)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from agentgym.baselines.policies.tokenizer import CHAT_TEMPLATE, hf_tokenizer
-
-    roles = ["<|user|>", "<|assistant|>"]
-    tok = hf_tokenizer(texts, 1200, extra_special_tokens=roles, chat_template=CHAT_TEMPLATE)
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=2048,
-        pad_token_id=0,
-        eos_token_id=1,
-        bos_token_id=2,
-    )
-    tok.save_pretrained(out)
-    LlamaForCausalLM(config).save_pretrained(out)
-    return out
-
-
 def test_a_hugging_face_policy_trains_with_lora_end_to_end(tmp_path):
     from agentgym.agents import load_agent
     from agentgym.baselines.train import train
     from agentgym.harness.evaluate import evaluate
 
-    model = _write_hf_model(tmp_path / "model", collect_env_text(SMALL, episodes=8))
+    model = write_hf_model(tmp_path / "model", collect_env_text(SMALL, episodes=8))
     cfg = TrainConfig.from_options(
         policy=str(model),
         lora_r=4,
