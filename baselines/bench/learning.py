@@ -149,10 +149,10 @@ def run(
     variants = tuple(dict.fromkeys(variants))
     if not variants:
         raise BadInput("--variants needs at least one credit variant")
-    probe = make(budget.env)
     for name in variants:
         # an unknown name, a clash or a misfitting env fails now, not after the warm start
-        compose(name, {"aggregation": budget.train.rl.aggregation or None}).check(probe)
+        plan = compose(name, {"aggregation": budget.train.rl.aggregation or None})
+        plan.check(make(budget.env, **({"privileged": True} if plan.needs_privileged else {})))
     console.print(budget.describe())
     if work is not None and Path(work).exists() and not Path(work).is_dir():
         raise BadInput(f"--work {work} is a file: give a folder")
@@ -247,6 +247,9 @@ def _scored_run(run_dir: Path, budget: Budget) -> dict[str, Any]:
         "tokens": int(final),
         "steps": len(rl),
         "seconds": float(rl[-1]["seconds"]) if rl else 0.0,
+        # the extra forwards a variant's teachers ran (privileged view, reference, checkpoints)
+        "teacher_tokens": sum(float(r.get("teachers/tokens") or 0) for r in rl),
+        "teacher_seconds": sum(float(r.get("teachers/seconds") or 0) for r in rl),
     }
 
 
@@ -321,6 +324,8 @@ def _row(name: str, per_seed: list[dict[str, Any]], env: str) -> dict[str, Any]:
         "generated_tokens": [r["tokens"] for r in per_seed],
         "rl_steps": [r["steps"] for r in per_seed],
         "train_seconds": [round(r.get("seconds", 0.0), 1) for r in per_seed],
+        "teacher_tokens": [int(r.get("teacher_tokens", 0)) for r in per_seed],
+        "teacher_seconds": [round(r.get("teacher_seconds", 0.0), 1) for r in per_seed],
         "n": sum(len(_scores(r["doc"], env)) for r in per_seed),
     }
 
@@ -354,6 +359,7 @@ def _print(
         "per seed",
         "generated tokens",
         "RL steps",
+        "train s (teachers s)",
         title=budget.describe(),
     )
     start = "sft" if budget.train.sft.steps > 0 else "start (no SFT)"
@@ -365,6 +371,10 @@ def _print(
             " ".join(f"{x:.2f}" for x in r["per_seed"]),
             " ".join(f"{t:,}" for t in r["generated_tokens"]),
             " ".join(str(s) for s in r["rl_steps"]),
+            " ".join(
+                f"{t:.0f} ({x:.0f})"
+                for t, x in zip(r["train_seconds"], r["teacher_seconds"], strict=True)
+            ),
         )
     console.print(table)
     if comparisons:
