@@ -76,8 +76,19 @@ class AgentInfo(TypedDict, total=False):
     ``truncated=True``: why. The harness records such an episode as errored."""
     # privileged (only with privileged=True)
     privileged_context: str
+    """Short text a teacher reads at the head of its prompt: what would let it act well
+    (search: the answer and the gold sentences; ALFWorld: the skill hint and the planner's
+    next commands; TextWorld: the walkthrough; tools: the gold calls; credit: the best
+    action now; shop: the target product and the way to buy it)."""
     gold_answer: str
     gold_evidence: list[str]
+    gold_facts: list[str]
+    """The gold supporting sentences as text (search: ``"<page title>: <sentence>"``), the
+    fact-use view of ISA-Distill."""
+    evidence_hint: str
+    """Per step, which gold evidence the agent has not been shown yet (search: ``"Still
+    missing: evidence about <title>; …."`` or ``"All evidence found."``), the
+    evidence-seeking view of ISA-Distill."""
     gold_tool_calls: list[ToolCall]
     credit_values: dict[str, CreditValues]
 
@@ -94,6 +105,8 @@ PRIVILEGED_KEYS: tuple[str, ...] = (
     "privileged_context",
     "gold_answer",
     "gold_evidence",
+    "gold_facts",
+    "evidence_hint",
     "gold_tool_calls",
     "credit_values",
 )
@@ -117,6 +130,8 @@ _TYPES: dict[str, Any] = {
     "privileged_context": str,
     "gold_answer": str,
     "gold_evidence": _LIST_OF_STR,
+    "gold_facts": _LIST_OF_STR,
+    "evidence_hint": str,
     "gold_tool_calls": list,
     "credit_values": dict,
 }

@@ -5,7 +5,10 @@ A family describes its task once as a finite MDP (:meth:`CreditEnv._actions`,
 (:meth:`CreditEnv._transition`, which draws noise from ``turn_rng()``); the tests check that
 the two agree. The base class provides the rest: task ids from seeded ranges, menu or
 free-text actions, the standard info keys, snapshots, the oracle (an optimal action) and the
-privileged ``credit_values``.
+privileged keys: ``credit_values`` and ``privileged_context``, the task's one-line plan then
+``Best action now: <the oracle's action>.`` (``The episode is over.`` once it is), e.g. "The
+door is white: take the white key, pick apple 1 (the highest mean) in the orchard, then open
+the door. Best action now: take the white key."
 """
 
 from __future__ import annotations
@@ -247,6 +250,7 @@ class CreditEnv(AgentEnv[str, Any]):
         return self._values.table(self._s, self.turn)
 
     def _privileged_info(self) -> dict[str, Any]:
+        """The plan and the optimal action now (``privileged_context``), ``credit_values``."""
         if self.done:
             return {"privileged_context": "The episode is over."}
         best = self._best()

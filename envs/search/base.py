@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -91,7 +91,8 @@ class SearchEnvBase(AgentEnv[str, Any]):
             ablation: one of :data:`ABLATIONS`, or None.
             provenance: the earlier episodes an ablation hides nodes of.
             split: task range drawn by ``reset(seed=...)``: train, val or test.
-            privileged: add gold answer, gold evidence and the reasoning chain to ``info``.
+            privileged: add the gold answer, evidence ids, supporting sentences and the
+                evidence hint to ``info`` (see :meth:`_privileged_info`).
             max_turns: turn limit (the family default if None).
             render_mode: None or "ansi".
         """
@@ -214,10 +215,48 @@ class SearchEnvBase(AgentEnv[str, Any]):
         """1.0 for an exact match with the gold answer or an alias, else token F1."""
         return answer_score(text, self._golds())
 
+    def _evidence_seen(self) -> Collection[str]:
+        """Sentence ids whose text the agent has been shown this episode (a family hook)."""
+        return ()
+
+    def gold_facts(self) -> list[str]:
+        """The gold supporting sentences, ``"<page title>: <sentence>"``, in reasoning order."""
+        world = self._data.world
+        return [
+            f"{world.entities[world.sentences[sid].page].title}: {world.sentences[sid].text}"
+            for sid in self.question.evidence
+        ]
+
+    def evidence_hint(self) -> str:
+        """Which gold evidence the agent has not been shown yet, by the pages that hold it.
+
+        ``"Still missing: evidence about <title>; <title>."`` in reasoning order, or
+        ``"All evidence found."`` once every gold sentence has been shown.
+        """
+        world, seen = self._data.world, self._evidence_seen()
+        missing = [
+            world.entities[world.sentences[sid].page].title
+            for sid in self.question.evidence
+            if sid not in seen
+        ]
+        if not missing:
+            return "All evidence found."
+        return f"Still missing: evidence about {'; '.join(dict.fromkeys(missing))}."
+
     def _privileged_info(self) -> dict[str, Any]:
+        """The privileged keys of the current task and step.
+
+        ``privileged_context`` ("Answer: …", then "Evidence:" and one "- <title>: <sentence>"
+        line per gold sentence), ``gold_answer``, ``gold_evidence`` (sentence ids),
+        ``gold_facts`` (the same sentences as a list) and ``evidence_hint`` (per step).
+        """
         q = self.question
+        facts = self.gold_facts()
+        context = "\n".join([f"Answer: {q.answer}", "Evidence:", *(f"- {f}" for f in facts)])
         return {
-            "privileged_context": "\n".join(q.chain),
+            "privileged_context": context,
             "gold_answer": q.answer,
             "gold_evidence": list(q.evidence),
+            "gold_facts": facts,
+            "evidence_hint": self.evidence_hint(),
         }

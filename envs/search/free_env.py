@@ -56,6 +56,14 @@ class SearchFreeEnv(SearchEnvBase):
     ``consumed``: nodes the last action named (entity names, values); ``cited``: shown
     sentences that produced a consumed node or that the agent quoted.
 
+    ## Privileged
+    With ``privileged=True``, reset and every step add: ``privileged_context`` ("Answer:
+    <answer>", "Evidence:", then "- <page title>: <sentence>" per gold sentence),
+    ``gold_answer``, ``gold_evidence`` (sentence ids), ``gold_facts`` (the gold sentences as
+    "<page title>: <sentence>") and ``evidence_hint`` ("Still missing: evidence about
+    <title>; …." naming the pages of the gold sentences not yet shown by a search, or "All evidence
+    found.").
+
     ## Termination
     Terminates on an answer; truncates after ``max_turns`` turns (10 by default).
 
@@ -203,6 +211,9 @@ class SearchFreeEnv(SearchEnvBase):
                 "consumed": consumed,
             },
         }
+
+    def _evidence_seen(self) -> list[str]:
+        return self._ep.seen
 
     # ------------------------------------------------------------------ oracle
     def oracle_action(self) -> str:

@@ -61,6 +61,14 @@ class SearchMenuEnv(SearchEnvBase):
     normalisation), else 0.0. ``info["reward_components"]`` holds ``exact_match``, ``f1``,
     ``success`` and ``invalid_action``.
 
+    ## Privileged
+    With ``privileged=True``, reset and every step add: ``privileged_context`` ("Answer:
+    <answer>", "Evidence:", then "- <page title>: <sentence>" per gold sentence),
+    ``gold_answer``, ``gold_evidence`` (sentence ids), ``gold_facts`` (the gold sentences as
+    "<page title>: <sentence>") and ``evidence_hint`` ("Still missing: evidence about
+    <title>; …." naming the pages of the gold sentences not yet read, or "All evidence
+    found.").
+
     ## Termination
     Terminates on an answer; truncates after ``max_turns`` turns (20 by default).
 
@@ -276,6 +284,9 @@ class SearchMenuEnv(SearchEnvBase):
 
     def _restored(self) -> None:
         self._rebuild_menu()
+
+    def _evidence_seen(self) -> list[str]:
+        return self._ep.read
 
     # ------------------------------------------------------------------ gold and oracle
     def oracle_action(self) -> str:

@@ -16,7 +16,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from agentgym.core.env import SPLITS, AgentEnv, Transition
 from agentgym.core.errors import BadInput, ResetNeeded, SnapshotMismatch
@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 NOTHING_HAPPENS = "Nothing happens."
+PLAN_SHOWN = 8
+"""How many of the planner's next commands ``privileged_context`` shows."""
 
 SKILL_HINTS = {
     "pick_and_place_simple": (
@@ -227,7 +229,10 @@ class ALFWorldEnv(AgentEnv[str, str]):
     Pickling goes through the same route.
 
     ## Privileged
-    ``privileged_context``: a short skill hint for the task type.
+    ``privileged_context``: the task type's skill hint (:data:`SKILL_HINTS`) and the
+    planner's next commands from the current state (the ones ``oracle_action`` would play,
+    at most :data:`PLAN_SHOWN`), on two lines: ``Skill: Find the object, ...`` and ``Plan: go
+    to countertop 1 > take apple 1 from countertop 1 > ...``; ``Plan: done.`` once won.
 
     ## Registered ids
     ``agentgym/ALFWorld-Small-v0`` (preset small), ``agentgym/ALFWorld-Standard-v0`` (preset
@@ -241,6 +246,8 @@ class ALFWorldEnv(AgentEnv[str, str]):
     domain = "alfworld"
     supports_snapshot = True
     default_max_turns = 50
+    skill_hints: ClassVar[dict[str, str]] = SKILL_HINTS
+    """The skill hint of each task type (what teachers' skill libraries reuse)."""
 
     def __init__(self, preset: str = "small", path: str | None = None, **kwargs: Any):
         """Create the env.
@@ -361,8 +368,18 @@ class ALFWorldEnv(AgentEnv[str, str]):
         }
 
     def _privileged_info(self) -> dict[str, Any]:
-        assert self._task_id is not None
-        return {"privileged_context": SKILL_HINTS[self.task_type_of(self._task_id)]}
+        """``privileged_context``: the task type's skill hint, then the planner's next commands.
+
+        Two lines, ``Skill: <hint>`` and ``Plan: <cmd> > <cmd> > …`` with at most
+        :data:`PLAN_SHOWN` commands (then ``" > ..."``); ``Plan: done.`` once the goal holds.
+        """
+        assert self._task_id is not None and self._game is not None
+        hint = SKILL_HINTS[self.task_type_of(self._task_id)]
+        if self._game.won:
+            return {"privileged_context": f"Skill: {hint}\nPlan: done."}
+        plan = self._current_plan()
+        shown = " > ".join(plan[:PLAN_SHOWN]) + (" > ..." if len(plan) > PLAN_SHOWN else "")
+        return {"privileged_context": f"Skill: {hint}\nPlan: {shown}"}
 
     # ------------------------------------------------------------------ oracle
     def oracle_action(self) -> str:
@@ -370,14 +387,23 @@ class ALFWorldEnv(AgentEnv[str, str]):
 
         The plan is made again when the state is not the one the plan expects.
         """
-        game = self._game
-        if game is None:
+        if self._game is None:
             raise ResetNeeded("oracle_action() needs a started episode: call reset() first")
+        return self._current_plan()[0]
+
+    def _current_plan(self) -> list[str]:
+        """The planner's commands from the current state (kept while the agent follows them).
+
+        Planning reads the engine's state and changes nothing, so the privileged plan and the
+        oracle see the same plan.
+        """
+        game = self._game
+        assert game is not None
         key = game.state_key()
         if not self._plan or self._plan_key != key:
             self._plan = game.plan() or ["look"]
             self._plan_key = key
-        return self._plan[0]
+        return self._plan
 
     # ------------------------------------------------------------------ snapshots
     def _get_state(self) -> dict[str, Any]:

@@ -102,7 +102,9 @@ class TextWorldEnv(AgentEnv[str, str]):
     ## Other info
     ``state_key``: a hash of the engine's state facts, so two action sequences that reach the
     same world state share it. Privileged (``privileged=True``): ``privileged_context`` holds
-    the game's walkthrough. ``oracle_action()`` follows textworld's winning policy from the
+    the game's full walkthrough from the start, the same on every turn (not the remaining
+    commands), as ``"Walkthrough: go east > take passkey from bed stand > ..."``.
+    ``oracle_action()`` follows textworld's winning policy from the
     current state, re-planned after detours.
 
     ## Registered ids
@@ -243,6 +245,7 @@ class TextWorldEnv(AgentEnv[str, str]):
         }
 
     def _privileged_info(self) -> dict[str, Any]:
+        """The game's full walkthrough from the start (textworld's, unchanged by the turn)."""
         walkthrough = self._game["extra.walkthrough"]
         return {"privileged_context": "Walkthrough: " + " > ".join(walkthrough)}
 

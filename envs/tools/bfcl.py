@@ -23,7 +23,13 @@ from agentgym.core.errors import BadInput, ResetNeeded
 from agentgym.core.spaces import String
 from agentgym.envs.tools.bfcl_match import Verdict as Verdict  # re-exported
 from agentgym.envs.tools.bfcl_match import gold_calls, match_calls, render_calls
-from agentgym.envs.tools.grammar import GRAMMAR, ParsedAction, parse_action, reason
+from agentgym.envs.tools.grammar import (
+    GRAMMAR,
+    ParsedAction,
+    gold_calls_line,
+    parse_action,
+    reason,
+)
 
 CATEGORIES: dict[str, tuple[str, ...]] = {
     "simple": ("simple_python",),
@@ -213,6 +219,11 @@ class BFCLEnv(AgentEnv[str, str]):
     ``info["reward_components"]``: ast_match, format; ``info["progress"]``: the fraction of
     expected calls matched.
 
+    ## Privileged
+    With ``privileged=True``: ``gold_tool_calls`` (the ground truth as concrete calls, each
+    parameter's first acceptable value) and ``privileged_context``, ``Gold calls:
+    [{"name":…,"arguments":{…}},…]`` (the same calls as compact JSON).
+
     ## Termination
     Single-turn: the first action ends the episode (terminated), whether it is scored or
     invalid (bad grammar, a malformed call block, a ``<summary>`` or an ``<ask>``: reward 0,
@@ -346,7 +357,9 @@ class BFCLEnv(AgentEnv[str, str]):
         }
 
     def _privileged_info(self) -> dict[str, Any]:
-        return {"gold_tool_calls": gold_calls(self.entry.ground_truth)}
+        """``gold_tool_calls`` and ``privileged_context`` (``Gold calls: <compact JSON>``)."""
+        calls = gold_calls(self.entry.ground_truth)
+        return {"gold_tool_calls": calls, "privileged_context": gold_calls_line(calls)}
 
     # ------------------------------------------------------------------ snapshots
     def _get_state(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from agentgym.core.errors import BadInput, ResetNeeded
 from agentgym.core.spaces import String
 from agentgym.envs.tools.backend import Task, ToolFailure
 from agentgym.envs.tools.digest import MOD, StateDigest, seen_sum, state_key, text_hash
-from agentgym.envs.tools.grammar import GRAMMAR, parse_action, reason
+from agentgym.envs.tools.grammar import GRAMMAR, gold_calls_line, parse_action, reason
 from agentgym.envs.tools.latency import LatencyModel
 from agentgym.envs.tools.realclock import RealClock
 from agentgym.envs.tools.rewards import canonical, hierr, missing_facts, tool_exact_match
@@ -90,6 +90,14 @@ class ToolsEnv(AgentEnv[str, str]):
     episode's virtual time; ``clock="real"`` makes calls and writing really sleep (times
     ``clock_scale``) for wall-time measurements. The final backend state is the same in
     every mode.
+
+    ## Privileged
+    With ``privileged=True``: ``gold_tool_calls`` (every gold call, in order), ``gold_answer``
+    (the answer facts joined by "; ", absent on irrelevance tasks) and ``privileged_context``,
+    lines ``Gold calls: [{"name":…,"arguments":{…}},…]`` (compact JSON; ``Gold calls: none
+    (no tool serves this request).`` on irrelevance tasks), ``Hidden facts: {…}`` (the detail
+    a clarification task leaves out) and ``Answer facts: <fact>; …`` (what the summary must
+    quote).
 
     ## Termination
     Terminates on a summary; truncates after ``max_turns`` turns (10 by default).
@@ -436,12 +444,22 @@ class ToolsEnv(AgentEnv[str, str]):
         }
 
     def _privileged_info(self) -> dict[str, Any]:
+        """``gold_tool_calls``, ``privileged_context`` and (unless irrelevance) ``gold_answer``.
+
+        The context's lines: ``Gold calls: <compact JSON list, in order>`` (or ``Gold calls:
+        none (no tool serves this request).``), ``Hidden facts: <JSON>`` on a clarification
+        task, ``Answer facts: <fact>; <fact>`` where the summary must quote some.
+        """
         task = self.task
+        calls = [c.to_json() for turn in task.gold_calls for c in turn]
+        lines = [gold_calls_line(calls)]
+        if task.hidden_facts:
+            lines.append(f"Hidden facts: {json.dumps(task.hidden_facts)}")
+        if task.answer_facts:
+            lines.append(f"Answer facts: {'; '.join(task.answer_facts)}")
         out: dict[str, Any] = {
-            "gold_tool_calls": [c.to_json() for turn in task.gold_calls for c in turn],
-            "privileged_context": (
-                f"Hidden facts: {json.dumps(task.hidden_facts)}" if task.hidden_facts else ""
-            ),
+            "gold_tool_calls": calls,
+            "privileged_context": "\n".join(lines),
         }
         if task.answer_facts:  # an irrelevance task has no gold answer
             out["gold_answer"] = "; ".join(task.answer_facts)

@@ -71,6 +71,17 @@ def _excerpt(text: str) -> str:
     return repr(text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…")
 
 
+def gold_calls_line(calls: list[dict[str, Any]]) -> str:
+    """The privileged context's line of gold calls: ``Gold calls: <compact JSON list>``.
+
+    ``calls`` are ``{"name", "arguments"}`` dicts in the order they should be made; with none,
+    the line says that no tool serves the request.
+    """
+    if not calls:
+        return "Gold calls: none (no tool serves this request)."
+    return "Gold calls: " + json.dumps(calls, separators=(",", ":"), ensure_ascii=False)
+
+
 def reason(error: str, grammar: bool) -> str:
     """An invalid action's reason as an env shows it: ``error``, then :data:`GRAMMAR` if asked.
 

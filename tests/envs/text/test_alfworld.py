@@ -25,6 +25,7 @@ from agentgym.core.info import info_problems
 from agentgym.envs.text import alfworld_gen as gen
 from agentgym.envs.text.alfworld_env import (
     NOTHING_HAPPENS,
+    PLAN_SHOWN,
     SKILL_HINTS,
     AlfredGame,
     ALFWorldEnv,
@@ -176,7 +177,10 @@ def test_oracle_replans_after_a_detour(small):
     first = small.oracle_action()
     detours = [a for a in small.unwrapped._game.admissible if a != first and a.startswith("go to")]
     small.step(detours[0])
-    small.step("inventory")
+    *_, info = small.step("inventory")
+    # the privileged plan is made again too: it starts with the oracle's next command
+    plan = info["privileged_context"].split("\nPlan: ")[1]
+    assert plan.split(" > ")[0] == small.oracle_action()
     while True:
         _, _, term, trunc, info = small.step(small.oracle_action())
         if term or trunc:
@@ -188,18 +192,32 @@ def test_progress_and_privileged_context(small):
     tid = _first_of_each_type(small)["pick_clean_then_place_in_recep"][0]
     _, info = small.reset(options={"task_id": tid})
     assert info["progress"] == 0.0
-    assert info["privileged_context"] == SKILL_HINTS["pick_clean_then_place_in_recep"]
-    seen = [info["progress"]]
+    skill = "Skill: " + SKILL_HINTS["pick_clean_then_place_in_recep"]
+    seen, contexts, played = [info["progress"]], [info["privileged_context"]], []
     while True:
-        _, reward, term, trunc, info = small.step(small.oracle_action())
+        played.append(small.oracle_action())
+        _, reward, term, trunc, info = small.step(played[-1])
         seen.append(info["progress"])
+        contexts.append(info["privileged_context"])
         if term or trunc:
             break
     assert seen[-1] == 1.0 and 0.5 in seen and reward == 1.0
     assert info["reward_components"] == {"success": 1.0}
+    # the plan shown is the oracle's: the commands it plays next, from every state
+    for k in range(len(played)):
+        head, plan = contexts[k].split("\n")
+        assert head == skill and plan.startswith("Plan: ")
+        shown = plan.removeprefix("Plan: ").removesuffix(" > ...").split(" > ")
+        assert shown == played[k : k + len(shown)] and len(shown) <= PLAN_SHOWN
+    assert contexts[-1] == skill + "\nPlan: done."
     plain = ALFWorldEnv("small", split="test")
     _, info = plain.reset(options={"task_id": tid})
     assert "privileged_context" not in info and not info_problems(info, privileged=False)
+    plain_played = []
+    while not plain.done:
+        plain_played.append(plain.oracle_action())
+        plain.step(plain_played[-1])
+    assert plain_played == played, "planning for the privileged view changes nothing"
 
 
 def test_random_admissible_agent_rarely_wins():

@@ -145,6 +145,8 @@ def test_info_keys_observation_and_privileged_context():
     assert info_problems(info, privileged=True) == []
     walkthrough = game.metadata["walkthrough"]
     assert info["privileged_context"] == "Walkthrough: " + " > ".join(walkthrough)
+    *_, after = privileged.step(privileged.oracle_action())
+    assert after["privileged_context"] == info["privileged_context"], "the full walkthrough"
     privileged.close()
 
 
