@@ -371,6 +371,10 @@ def bench(
     group_size: Annotated[
         int | None, typer.Option(help="credit only: rollouts per group (4).")
     ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(help="learning only: where the runs train: cpu (default) or cuda."),
+    ] = None,
 ) -> None:
     """Measure one part (speed against a peer in the same run, learning, credit fidelity)."""
     from agentgym.bench import run_bench
@@ -386,6 +390,7 @@ def bench(
         "k": k,
         "tasks": tasks,
         "group_size": group_size,
+        "device": device,
     }
     doc = run_bench(
         part,

@@ -33,6 +33,9 @@ class ModelConfig:
     """Context of the tiny policy in tokens (the concat layout needs room for a whole episode)."""
     lora_r: int = 0
     """LoRA rank for a Hugging Face policy (0: train all weights)."""
+    device: str = "cpu"
+    """Where the policy, its reference and its teachers train and score: cpu or cuda (one
+    GPU; evaluation still loads checkpoints on the CPU)."""
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,7 @@ def make_policy(cfg: TrainConfig) -> Any:
     Face model, or the policy of the checkpoint ``cfg.model.init``.
     """
     if cfg.model.init:
-        return load_policy(Path(cfg.model.init))
+        return load_policy(Path(cfg.model.init), cfg.model.device)
     if cfg.model.policy == "tiny":
         from agentgym.baselines.policies.tiny import TinyPolicy
         from agentgym.baselines.policies.tokenizer import collect_env_text, train_tokenizer
@@ -103,7 +103,8 @@ def make_policy(cfg: TrainConfig) -> Any:
             collect_env_text(cfg.env, seed=cfg.seed, env_kwargs=env_kwargs(cfg)), vocab_size=2000
         )
         torch.manual_seed(cfg.seed)
-        return TinyPolicy.from_preset(cfg.model.preset, tokenizer, max_len=cfg.model.max_len)
+        tiny = TinyPolicy.from_preset(cfg.model.preset, tokenizer, max_len=cfg.model.max_len)
+        return tiny.to(cfg.model.device)
     if not Path(cfg.model.policy).is_dir():
         raise BadInput(
             f"--policy must be 'tiny' or a local model directory, got {cfg.model.policy!r}"
@@ -115,11 +116,21 @@ def make_policy(cfg: TrainConfig) -> Any:
         if cfg.model.lora_r > 0
         else None
     )
-    return HFPolicy.from_pretrained(cfg.model.policy, lora=lora)
+    return HFPolicy.from_pretrained(cfg.model.policy, lora=lora, device=cfg.model.device)
 
 
-def load_policy(path: Path) -> Any:
-    """The policy inside a checkpoint directory, loaded by the class its manifest names.
+def check_device(device: str) -> None:
+    """Refuse a device torch cannot name or this machine lacks (exit 2, one line)."""
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise BadInput(f"--device {device!r}: use cpu or cuda (cuda:N)") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise BadInput(f"--device {device}: torch sees no GPU on this machine")
+
+
+def load_policy(path: Path, device: str = "cpu") -> Any:
+    """The policy inside a checkpoint directory, on ``device``, by the class it names.
 
     It reads safetensors + JSON; nothing is unpickled.
     """
@@ -129,7 +140,7 @@ def load_policy(path: Path) -> Any:
         raise BadInput(f"--init {path}: not a checkpoint directory")
     config = read_manifest(path).get("config", {})
     policy_cls = import_policy_class(str(config.get("policy_class", DEFAULT_POLICY_CLASS)))
-    return policy_cls.load(path)
+    return policy_cls.load(path, device=device)
 
 
 _THINK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
@@ -314,6 +325,7 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     if not 0.0 <= cfg.sft.noise <= 1.0:
         raise BadInput(f"--sft-noise is a probability in [0, 1], got {cfg.sft.noise}")
     kwargs = env_kwargs(cfg)
+    check_device(cfg.model.device)
     teacher_dirs = parse_teachers(cfg.rl.teachers)
     plan.check_teachers(list(teacher_dirs))
     # a variant reading privileged info plays on privileged envs (the prompts never show it)
@@ -323,7 +335,7 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     pool = EnvPool(
         cfg.env, cfg.rl.tasks_per_step * cfg.rl.group_size, split="train", **rollout_kwargs
     )
-    named = {name: load_policy(Path(path)) for name, path in teacher_dirs.items()}
+    named = {name: load_policy(Path(p), cfg.model.device) for name, p in teacher_dirs.items()}
     torch.manual_seed(cfg.seed)
     policy = make_policy(cfg)
     out.mkdir(parents=True, exist_ok=True)
@@ -371,7 +383,7 @@ def reference(cfg: TrainConfig, policy: Any, plan: Any) -> Any:
     It is ``cfg.rl.reference``'s checkpoint, or else a copy of the warm start.
     """
     if cfg.rl.reference:
-        ref = load_policy(Path(cfg.rl.reference))
+        ref = load_policy(Path(cfg.rl.reference), cfg.model.device)
         check_tokenizer(policy, ref, "reference")
     elif cfg.rl.kl_coef > 0 or plan.needs_reference:
         ref = copy.deepcopy(policy)

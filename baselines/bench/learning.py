@@ -131,12 +131,13 @@ def run(
     plot: str | None = None,
     first_seed: int = 0,
     work: str | None = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Warm starts, the variants, the evaluations, the comparisons; prints two tables.
 
     ``rl_steps`` replaces the token budget by a number of RL steps per variant; the training
     seeds are ``first_seed`` onwards; ``work`` keeps the runs there and reuses finished ones
-    (None: a temporary folder, removed at the end).
+    (None: a temporary folder, removed at the end); ``device`` is where they train.
     """
     from agentgym.baselines.credit import compose
     from agentgym.registry import make
@@ -146,6 +147,8 @@ def run(
     )
     if rl_steps is not None:
         budget = replace(budget, train=budget.train.with_options(steps=rl_steps, token_budget=0))
+    if device != "cpu":
+        budget = replace(budget, train=budget.train.with_options(device=device))
     variants = tuple(dict.fromkeys(variants))
     if not variants:
         raise BadInput("--variants needs at least one credit variant")

@@ -152,6 +152,9 @@ def test_a_warm_start_without_think_keeps_the_actions_and_drops_the_quotes(setup
         (("--sft-noise", "1.5"), "--sft-noise is a probability in [0, 1], got 1.5"),
         (("--credit-settings", '{"gigpo": {}}'), "which --credit 'grpo' lacks"),
         (("--credit-settings", '{"grpo": {"zero_stdd": 1}}'), "unknown grpo settings"),
+        (("--device", "gpu0"), "use cpu or cuda"),
+        (("--teachers", "a=/x,a=/y"), "--teachers names 'a' twice"),
+        (("--reference", "/no/such/dir"), "not a checkpoint directory"),
     ],
 )
 def test_train_refuses_bad_options_with_exit_2(tmp_path, args, words):
