@@ -80,6 +80,7 @@ from torch import Tensor
 
 from agentgym.baselines.credit import Batch, Context, CreditVariant, Key, Turn, register
 from agentgym.baselines.divergence import kl
+from agentgym.baselines.teachers import TokenDist
 from agentgym.core.errors import BadInput
 
 SIGNALS = ("sampled", "topk")
@@ -320,7 +321,7 @@ class ROADMOPD(CreditVariant):
         for key in keys:
             by_route.setdefault(batch.turn(key).extras[ROUTE], []).append(key)
         k = self.cfg.k if self.cfg.signal == "topk" else 1
-        routed = {}
+        routed: dict[Key, TokenDist] = {}
         for name, mine in by_route.items():
             routed.update(zip(mine, teachers.topk(batch, mine, f"teacher:{name}", k), strict=True))
         dists = [routed[key] for key in keys]

@@ -52,17 +52,43 @@ class MixedToolsEnv(AgentEnv[str, str]):
     domains: ClassVar[tuple[str, ...]] = tuple(_CLASSES)
     """The domains the tasks come from (``info["domain"]`` takes these values)."""
 
-    def __init__(self, **kwargs: Any):
+    def __init__(
+        self,
+        async_calls: bool = False,
+        world_seed: int = 0,
+        tool_latency_scale: float = 1.0,
+        grammar_in_errors: bool = True,
+        overlap: str = "turn",
+        clock: str = "virtual",
+        clock_scale: float = 1.0,
+        **kwargs: Any,
+    ):
         """Build one env per domain with the same arguments.
 
+        Each argument is :class:`~agentgym.envs.tools.env.ToolsEnv`'s, given to every domain.
+
         Args:
-            **kwargs: :class:`~agentgym.envs.tools.env.ToolsEnv`'s arguments (``async_calls``,
-                ``world_seed``, ...) and ``AgentEnv``'s (split, privileged, max_turns,
-                render_mode).
+            async_calls: issue calls as futures on a virtual clock.
+            world_seed: seed of each domain's backend, tasks and latencies.
+            tool_latency_scale: multiplies every tool's mean latency.
+            grammar_in_errors: repeat the grammar after an invalid action's reason.
+            overlap: with ``async_calls``, "turn" or "cross".
+            clock: "virtual" or "real".
+            clock_scale: real seconds slept per virtual second in the real clock mode.
+            **kwargs: split, privileged, max_turns, render_mode (see ``AgentEnv``).
         """
-        common = ("split", "privileged", "max_turns", "render_mode")
-        super().__init__(**{k: v for k, v in kwargs.items() if k in common})
-        inner = {**kwargs, "max_turns": self.max_turns}
+        super().__init__(**kwargs)
+        inner = {
+            "async_calls": async_calls,
+            "world_seed": world_seed,
+            "tool_latency_scale": tool_latency_scale,
+            "grammar_in_errors": grammar_in_errors,
+            "overlap": overlap,
+            "clock": clock,
+            "clock_scale": clock_scale,
+            **kwargs,
+            "max_turns": self.max_turns,
+        }
         self._envs = {d: cls(**inner) for d, cls in _CLASSES.items()}
         self._owner = {
             t: d

@@ -19,9 +19,9 @@ from agentgym.baselines.batch import Batch, StepContext
 from agentgym.baselines.credit import compose
 from agentgym.baselines.credit.roadmopd import (
     AGREE,
+    ROADMOPD,
     ROUTE,
     WEIGHT,
-    ROADMOPD,
     agreement,
     distill_loss,
     project,
@@ -73,7 +73,7 @@ def test_sampled_signal_and_distillation_loss_by_hand():
     # without the student's log-probs (the top-k signal) d is differentiated as it is
     x = torch.tensor([0.3, 0.6], requires_grad=True)
     plain = distill_loss(x, torch.ones(2), torch.ones(2), lam=0.5)
-    assert float(plain) == pytest.approx(0.5 * 0.45)
+    assert float(plain.detach()) == pytest.approx(0.5 * 0.45)
     plain.backward()
     torch.testing.assert_close(x.grad, torch.tensor([0.25, 0.25]))
 
@@ -94,7 +94,11 @@ def test_projection_on_toy_gradients():
     assert dot <= float(out @ g_c[0]) <= 0.0
     # no conflict: unchanged
     (out,), stats = project([torch.tensor([1.0, 1.0])], g_c, "adaptive")
-    assert out.tolist() == [1.0, 1.0] and stats == {"conflict": 0.0, "cos": stats["cos"], "eta": 0.0}
+    assert out.tolist() == [1.0, 1.0] and stats == {
+        "conflict": 0.0,
+        "cos": stats["cos"],
+        "eta": 0.0,
+    }
     # g_C = 0 (no advantage): nothing to project against
     (out,), stats = project(g_d, [torch.zeros(2)], 1.0)
     assert out.tolist() == [-1.0, 1.0] and stats["conflict"] == 0.0
@@ -144,11 +148,14 @@ def test_rollouts_are_routed_by_domain_and_weighted_by_agreement(tools_policy, t
     torch.manual_seed(0)
     tasks = [("ecommerce-single-0000", 0), ("accounts-single-0000", 1)]
     batch = Batch(collect(tools_policy, pool, tasks, 2, RolloutConfig(max_new_tokens=12)))
-    ctx = StepContext(config=None, policy=tools_policy, teachers=Teachers(tools_policy, None, named))
+    ctx = StepContext(
+        config=None, policy=tools_policy, teachers=Teachers(tools_policy, None, named)
+    )
     variant = ROADMOPD()
     variant.score(batch, ctx)
     domains = set()
-    for key in batch.keys():
+    keys = batch.keys()
+    for key in keys:
         turn = batch.turn(key)
         domains.add(turn.info["domain"])
         # the routed teacher is the one named by the turn's domain, and its scores are its own
@@ -158,8 +165,8 @@ def test_rollouts_are_routed_by_domain_and_weighted_by_agreement(tools_policy, t
         torch.testing.assert_close(scored, own, atol=1e-5, rtol=1e-5)
     assert domains == {"ecommerce", "accounts"}
     # tokens where the other teachers agree with the routed one weigh more than where not
-    a = torch.cat([batch.turn(k).extras[AGREE] for k in batch.keys()])
-    w = torch.cat([batch.turn(k).extras[WEIGHT] for k in batch.keys()])
+    a = torch.cat([batch.turn(k).extras[AGREE] for k in keys])
+    w = torch.cat([batch.turn(k).extras[WEIGHT] for k in keys])
     assert (a == 1).any() and (a < 1).any()
     for traj in batch.trajectories:
         ta = torch.cat([t.extras[AGREE] for t in traj.turns])
@@ -261,3 +268,30 @@ def test_cli_refuses_runs_it_cannot_route(tmp_path, args, words):
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], out.stderr
+
+
+@pytest.mark.parametrize("signal", ["sampled", "topk"])
+def test_a_teacher_equal_to_the_student_gives_no_signal(tools_policy, signal):
+    named = {"ecommerce": copy.deepcopy(tools_policy), "accounts": tools_policy}
+    pool = EnvPool(MIXED, 2, split="train", max_turns=2)
+    torch.manual_seed(1)
+    tasks = [("ecommerce-multiple-0001", 0)]
+    batch = Batch(collect(tools_policy, pool, tasks, 2, RolloutConfig(max_new_tokens=8)))
+    ctx = StepContext(policy=tools_policy, teachers=Teachers(tools_policy, None, named))
+    variant = ROADMOPD({"roadmopd": {"signal": signal, "k": 4}})
+    variant.score(batch, ctx)
+    keys = batch.keys()
+    d, _ = variant.signal(batch, keys, ctx)
+    torch.testing.assert_close(d.detach(), torch.zeros_like(d), atol=1e-5, rtol=0)
+    # the critic is the routed teacher's twin: it agrees everywhere, so every weight is 1
+    assert all(batch.turn(k).extras[WEIGHT].eq(1).all() for k in keys)
+    perturbed = {"ecommerce": _perturbed(tools_policy, 0.05, 4), "accounts": tools_policy}
+    again = Batch(copy.deepcopy(batch.trajectories))
+    for key in keys:
+        again.turn(key).extras.clear()
+    ctx = StepContext(policy=tools_policy, teachers=Teachers(tools_policy, None, perturbed))
+    variant.score(again, ctx)
+    d, _ = variant.signal(again, keys, ctx)
+    assert d.abs().max() > 1e-3
+    if signal == "topk":
+        assert (d.detach() >= -1e-6).all()  # a KL
