@@ -330,8 +330,10 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     plan.check_teachers(list(teacher_dirs))
     # a variant reading privileged info plays on privileged envs (the prompts never show it)
     rollout_kwargs = {**kwargs, "privileged": True} if plan.needs_privileged else kwargs
-    # refuse an env lacking what a variant needs, before any work
-    plan.check(make(cfg.env, **rollout_kwargs))
+    # refuse an env lacking what a variant needs, or teachers it cannot use, before any work
+    probe = make(cfg.env, **rollout_kwargs)
+    plan.check(probe)
+    plan.check_teachers(list(teacher_dirs), probe)
     pool = EnvPool(
         cfg.env, cfg.rl.tasks_per_step * cfg.rl.group_size, split="train", **rollout_kwargs
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, TypeVar
 
@@ -44,6 +44,7 @@ __all__ = [
     "Trajectory",
     "Turn",
     "compose",
+    "env_domains",
     "get",
     "names",
     "register",
@@ -76,7 +77,8 @@ class CreditVariant:
         requires_abilities: env abilities: ``snapshot``, ``privileged``, ``check_answer``, or
             the name of any other method of ``env.unwrapped`` (e.g. ``set_rng``).
         aggregation: the loss aggregation the method's paper uses, or None for no preference.
-        requires_teachers: the run must name teacher checkpoints (``--teachers``).
+        requires_teachers: the run must name teacher checkpoints (``--teachers``); a
+            variant that reads particular teachers also overrides :meth:`teacher_problems`.
         Config: a frozen dataclass of the variant's settings (field docstrings = help text).
 
     ``slots`` is derived: the hooks the subclass overrides.
@@ -116,6 +118,14 @@ class CreditVariant:
     def needs_reference(self) -> bool:
         """Whether this variant reads ``ctx.ref`` (the trainer then keeps a frozen copy)."""
         return False
+
+    def teacher_problems(self, names: Sequence[str], domains: Sequence[str]) -> list[str]:
+        """Why this variant cannot run with the teacher checkpoints ``names`` (empty: it can).
+
+        ``domains`` are the ``info["domain"]`` values of the env's tasks (empty when unknown).
+        Checked at start-up by :meth:`Plan.check_teachers`; the default finds nothing.
+        """
+        return []
 
     # ------------------------------------------------------------------ hooks, in loop order
     def sample(self, batch: Batch, ctx: Context) -> None:
@@ -279,6 +289,19 @@ def _lacks(env: gym.Env, ability: str) -> str | None:
     return None
 
 
+def env_domains(env: gym.Env) -> list[str]:
+    """The domains ``env``'s tasks come from.
+
+    ``env.unwrapped.domains`` when the env lists several (a mixed env), else
+    ``info["domain"]`` of ``reset(seed=0)`` (none if absent).
+    """
+    listed = getattr(env.unwrapped, "domains", None)
+    if listed:
+        return [str(d) for d in listed]
+    _, info = env.reset(seed=0)
+    return [str(info["domain"])] if info.get("domain") else []
+
+
 @dataclass(frozen=True)
 class Plan:
     """The composed variants of a run: who owns each single slot, who chains on the others.
@@ -321,8 +344,11 @@ class Plan:
         """
         return "privileged" in self.requires_abilities
 
-    def check_teachers(self, names: list[str]) -> None:
-        """Refuse a run without teacher checkpoints when a variant distils from them.
+    def check_teachers(self, names: Sequence[str], env: gym.Env | None = None) -> None:
+        """Refuse a run without teachers a variant distils from, or with ones it cannot use.
+
+        The variants' :meth:`CreditVariant.teacher_problems` say what they cannot use; with
+        ``env`` they also see the domains its tasks come from (:func:`env_domains`).
 
         Raises:
             BadInput: naming the variants (the CLI exits with code 2).
@@ -333,6 +359,10 @@ class Plan:
                 f"{', '.join(wanting)} distil(s) from teacher checkpoints: pass "
                 "--teachers NAME=DIR,... (checkpoints sharing the policy's tokenizer)"
             )
+        domains = env_domains(env) if env is not None and wanting else []
+        problems = [p for v in self.variants for p in v.teacher_problems(list(names), domains)]
+        if problems:
+            raise BadInput(f"credit plan {self} cannot use --teachers: " + "; ".join(problems))
 
     def __str__(self) -> str:
         """The variants' names joined by ``+``, in plan order."""

@@ -55,6 +55,14 @@ def register() -> None:
             ),
             kwargs={"async_calls": True, "overlap": "cross", "grammar_in_errors": False},
         )
+    # the three domains' v1 tasks behind one id, info["domain"] naming each task's domain
+    _register(
+        "agentgym/Tools-Mixed-v1",
+        "agentgym.envs.tools.mixed:MixedToolsEnv",
+        family="tools",
+        description="Schema-guided mock APIs: the e-commerce, accounts and travel tasks together",
+        kwargs={"grammar_in_errors": False},
+    )
     from agentgym.envs.tools.bfcl import register_ids
 
     register_ids(_register)
