@@ -117,6 +117,14 @@ class CreditVariant:
         """Whether this variant reads ``ctx.ref`` (the trainer then keeps a frozen copy)."""
         return False
 
+    def info_problems(self, info: Mapping[str, Any]) -> list[str]:
+        """What is wrong with the values of a probe's reset ``info``, e.g. an empty text.
+
+        Its keys are checked by ``requires_info``; :meth:`Plan.check` calls this with the
+        info of the reset it probes. The default finds nothing.
+        """
+        return []
+
     # ------------------------------------------------------------------ hooks, in loop order
     def sample(self, batch: Batch, ctx: Context) -> None:
         """Fill ``batch.trajectories`` with rollouts (single slot; default ``group``)."""
@@ -380,6 +388,8 @@ class Plan:
             missing = sorted(v.requires_info - set(info))
             if missing:
                 problems.append(f"{v.name} needs info keys {missing}, absent from reset info")
+            elif v.requires_info:
+                problems += [f"{v.name} needs {p}" for p in v.info_problems(info)]
             for ability in sorted(v.requires_abilities):
                 why = _lacks(env, ability)
                 if why is not None:
