@@ -117,11 +117,11 @@ class CreditVariant:
         """Whether this variant reads ``ctx.ref`` (the trainer then keeps a frozen copy)."""
         return False
 
-    def info_problems(self, info: Mapping[str, Any]) -> list[str]:
-        """What is wrong with the values of a probe's reset ``info``, e.g. an empty text.
+    def info_problems(self, env_id: str, info: Mapping[str, Any]) -> list[str]:
+        """What is wrong with env ``env_id`` beyond missing keys: e.g. an empty text in ``info``.
 
-        Its keys are checked by ``requires_info``; :meth:`Plan.check` calls this with the
-        info of the reset it probes. The default finds nothing.
+        ``info`` is the reset the probe made (its keys are checked by ``requires_info``);
+        :meth:`Plan.check` calls this. The default finds nothing.
         """
         return []
 
@@ -389,7 +389,7 @@ class Plan:
             if missing:
                 problems.append(f"{v.name} needs info keys {missing}, absent from reset info")
             elif v.requires_info:
-                problems += [f"{v.name} needs {p}" for p in v.info_problems(info)]
+                problems += [f"{v.name} needs {p}" for p in v.info_problems(_env_name(env), info)]
             for ability in sorted(v.requires_abilities):
                 why = _lacks(env, ability)
                 if why is not None:

@@ -23,13 +23,10 @@ CONTEXTS = ("env",)
 """Where the teacher's privileged text comes from: the env's ``privileged_context``."""
 
 
-def check_context(name: str, context: str) -> None:
-    """Refuse a teacher context other than :data:`CONTEXTS`."""
-    if context not in CONTEXTS:
-        raise BadInput(
-            f"{name} context must be one of {CONTEXTS}, got {context!r} (the skill library's "
-            "context is not available in this version)"
-        )
+def check_context(name: str, context: str, contexts: tuple[str, ...] = CONTEXTS) -> None:
+    """Refuse a teacher context other than ``contexts``."""
+    if context not in contexts:
+        raise BadInput(f"{name} context must be one of {contexts}, got {context!r}")
 
 
 class PrivilegedTeacher(CreditVariant):
@@ -38,7 +35,7 @@ class PrivilegedTeacher(CreditVariant):
     requires_abilities: ClassVar[frozenset[str]] = frozenset({"privileged"})
     requires_info: ClassVar[frozenset[str]] = frozenset({PRIVILEGED_KEY})
 
-    def info_problems(self, info: Mapping[str, Any]) -> list[str]:
+    def info_problems(self, env_id: str, info: Mapping[str, Any]) -> list[str]:
         """A privileged reset whose privileged text is empty (a teacher would read nothing)."""
         text = info.get(PRIVILEGED_KEY)
         if text is None or not str(text).strip():

@@ -38,23 +38,36 @@ Choices the code read leaves open [D]:
 * every turn of the mini-batch counts, also those a zero-variance group leaves without an
   advantage (the distillation term does not need a reward signal).
 
-The teacher's text (``context``) is the env's ``privileged_context``; SDAR's retrieved skills
-are a later setting of the same field.
+The teacher's text (``context``): "env" (default) is the env's ``privileged_context`` of the
+state each turn acted from; "skills" is SDAR's own, skills retrieved from the env family's
+library (:mod:`agentgym.baselines.skills`) for the task (the first observation's text and the
+task type), the same for every turn of a rollout. ``retrieval`` picks them: "keyword" (the
+official code's default), "ucb" (UCB1 over the rollouts' outcomes: every skill shown for a
+rollout is credited its outcome after the step's teacher pass, so one step's rollouts share
+the choice the earlier steps made), "full" or "random" (an ablation).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from agentgym.baselines.batch import Trajectory
 from agentgym.baselines.credit import Batch, Context, Key, register
 from agentgym.baselines.credit._privileged import PrivilegedTeacher, check_context, masked_mean
+from agentgym.baselines.skills import HOWS, SkillLibrary, render
 from agentgym.baselines.teachers import PRIVILEGED, Teachers, TokenDist
 from agentgym.core.errors import BadInput
 
 GATES = ("gap", "entropy", "soft_or")
+CONTEXTS = ("env", "skills")
+SKILLS = "sdar/skills"
+"""``Trajectory.extras`` key of the skills' text a rollout's teacher read."""
 
 
 def gap_gate(teacher_logp: Tensor, student_logp: Tensor, beta: float) -> Tensor:
@@ -81,6 +94,12 @@ def soft_or(a: Tensor, b: Tensor) -> Tensor:
 def sdar_loss(teacher_logp: Tensor, student_logp: Tensor, gate: Tensor, mask: Tensor) -> Tensor:
     """``token-mean_t g_t (sg[log π_T] − log π_θ)`` over the masked tokens (no λ)."""
     return masked_mean(gate.detach() * (teacher_logp.detach() - student_logp), mask)
+
+
+def _skills_text(traj: Trajectory, k: int) -> str | None:
+    """The skills' text a rollout's teacher reads at every turn (None: none retrieved)."""
+    text = traj.extras.get(SKILLS)
+    return str(text) if text else None
 
 
 @dataclass
@@ -123,17 +142,29 @@ class SDAR(PrivilegedTeacher):
         entropy_k: int = 16
         """teacher top-k ids the student's entropy is taken on, plus a tail bucket."""
         context: str = "env"
-        """the teacher's privileged text: "env" (the env's privileged_context)."""
+        """the teacher's privileged text: "env" (the env's privileged_context) or "skills"
+        (retrieved from the env family's skill library)."""
+        retrieval: str = "keyword"
+        """how skills are picked: "keyword" (official default), "ucb", "full" or "random"."""
+        skills_k: int = 3
+        """skills per task ("keyword": besides the general ones; "ucb", "random": in all)."""
 
         def __post_init__(self) -> None:
             """Refuse an unknown gate or context, a negative weight or a support below 1."""
             if self.gate not in GATES:
                 raise BadInput(f"sdar gate must be one of {GATES}, got {self.gate!r}")
-            check_context("sdar", self.context)
+            check_context("sdar", self.context, CONTEXTS)
+            if self.retrieval not in HOWS:
+                raise BadInput(f"sdar retrieval must be one of {HOWS}, got {self.retrieval!r}")
             if self.coef < 0:
                 raise BadInput(f"sdar coef must be >= 0, got {self.coef}")
             if self.entropy_k < 1:
                 raise BadInput(f"sdar entropy_k must be >= 1, got {self.entropy_k}")
+
+    def __init__(self, config: Any = None):
+        """Read the settings; the skill library is made at the first step that needs it."""
+        super().__init__(config)
+        self._skills: SkillLibrary | None = None
 
     def _teacher(self, batch: Batch, teachers: Teachers, keys: list[Key]) -> list[TokenDist]:
         """The privileged view's scores of ``keys``, cached per turn.
@@ -141,11 +172,54 @@ class SDAR(PrivilegedTeacher):
         The sampled tokens' log-probs, with the top-k the entropy gate needs.
         """
         k = 0 if self.cfg.gate == "gap" else self.cfg.entropy_k
-        return teachers.topk(batch, keys, PRIVILEGED, k)
+        if self.cfg.context == "env":
+            return teachers.topk(batch, keys, PRIVILEGED, k)
+        tag = f"skills-{self.cfg.retrieval}"
+        return teachers.topk(batch, keys, PRIVILEGED, k, context=_skills_text, tag=tag)
+
+    def info_problems(self, env_id: str, info: Mapping[str, Any]) -> list[str]:
+        """The env's privileged text, or (skills) a skill library for its family."""
+        if self.cfg.context == "env":
+            return super().info_problems(env_id, info)
+        try:
+            SkillLibrary.for_env(env_id)
+        except BadInput as e:
+            return [f"a skill library for its teacher's context: {e}"]
+        return []
 
     def score(self, batch: Batch, ctx: Context) -> None:
         """The teacher's pass over every turn of the step, without gradient."""
+        if self.cfg.context == "skills":
+            self._retrieve(batch, ctx)
         self._teacher(batch, ctx.need_teachers(), batch.keys())
+        if self.cfg.context == "skills":
+            for traj in batch.trajectories:
+                self._library(ctx).update(traj.extras[SKILLS + "/names"], traj.outcome)
+
+    def _library(self, ctx: Context) -> SkillLibrary:
+        """The env family's skill library, made once (its UCB statistics live in it)."""
+        if self._skills is None:
+            self._skills = SkillLibrary.for_env(ctx.need_envs().env_id)
+        return self._skills
+
+    def _retrieve(self, batch: Batch, ctx: Context) -> None:
+        """Each rollout's skills, by its task text and type, kept in its extras."""
+        library = self._library(ctx)
+        rng = ctx.rng if ctx.rng is not None else np.random.default_rng(ctx.step)
+        for traj in batch.trajectories:
+            if SKILLS in traj.extras or not traj.turns:
+                continue
+            first = traj.turns[0]
+            task_type = first.info.get("task_type")
+            skills = library.retrieve(
+                str(first.extras.get("observation", "")),
+                None if task_type is None else str(task_type),
+                how=self.cfg.retrieval,
+                k=self.cfg.skills_k,
+                rng=rng,
+            )
+            traj.extras[SKILLS] = render(skills)
+            traj.extras[SKILLS + "/names"] = [s.name for s in skills]
 
     def gates(
         self, teacher: Tensor, student: Tensor, entropy: Tensor | None, mask: Tensor

@@ -25,7 +25,6 @@ from agentgym.baselines.teachers import Teachers, TokenDist
 from agentgym.core.errors import BadInput
 
 SMALL = "agentgym/Search-Menu-Small-v0"
-NO_PRIVILEGED = "agentgym/BFCL-Simple-v1"
 
 
 def test_pivots_are_the_top_q_fraction_of_each_sequence():
@@ -143,7 +142,13 @@ def test_pivot_sd_leaves_grpos_advantages_alone(chain_rollouts):
     assert all(torch.equal(a, ours[key]) for key, a in plain.items())
 
 
-def test_bad_settings_are_refused():
+def test_bad_settings_and_envs_without_a_privileged_text_are_refused():
+    from test_credit_sdar import _EmptyHint
+
+    with pytest.raises(BadInput, match="non-empty 'privileged_context'"):
+        compose("grpo+pivot_sd").check(_EmptyHint(privileged=True))
+    with pytest.raises(BadInput, match=r"pivot_sd needs info keys \['privileged_context'\]"):
+        compose("grpo+pivot_sd").check(_EmptyHint())
     for bad in ({"q": 0.0}, {"q": 1.5}, {"k": 0}, {"gain": "mi"}, {"context": "skills"}):
         with pytest.raises(BadInput, match="pivot_sd"):
             compose("grpo+pivot_sd", {"pivot_sd": bad})
@@ -182,8 +187,13 @@ def test_grpo_pivot_sd_trains_a_step_from_the_cli_on_the_tiny_and_a_hf_policy(tm
         assert float(row["pivot_sd/pivots"]) > 0 and float(row["teachers/forwards"]) > 0
 
 
-def test_the_cli_refuses_an_env_without_a_privileged_text(tmp_path):
-    run = _cli("--out", str(tmp_path / "x"), "--env", NO_PRIVILEGED, "--credit", "grpo+pivot_sd")
+def test_the_cli_refuses_a_bad_setting_with_one_line(tmp_path):
+    # every registered env now has a privileged text: envs without one are refused by
+    # Plan.check (test_..._refused above), the same check the CLI runs before any work
+    run = _cli(
+        *("--out", str(tmp_path / "x"), "--credit", "grpo+pivot_sd"),
+        *("--credit-settings", '{"pivot_sd": {"q": 0}}'),
+    )
     assert run.returncode == 2
     lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and "pivot_sd needs info keys ['privileged_context']" in lines[0]
+    assert len(lines) == 1 and "pivot_sd" in lines[0]

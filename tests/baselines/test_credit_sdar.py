@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import gymnasium as gym
 import pytest
@@ -32,7 +33,7 @@ from agentgym.core.errors import BadInput
 from agentgym.registry import make
 
 SMALL = "agentgym/Search-Menu-Small-v0"
-NO_PRIVILEGED = "agentgym/BFCL-Simple-v1"
+CHAIN = "agentgym/Credit-Chain-v0"
 
 
 def _sigmoid(x: float) -> float:
@@ -175,10 +176,36 @@ class _EmptyHint(gym.Env):
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
+        # privileged: an empty text; plain (what a probe without privileged=True sees): none
         return "start", {"privileged_context": "  "} if self.privileged else {}
 
     def step(self, action):
         return "end", 0.0, True, False, {}
+
+
+def test_the_skills_context_reaches_the_teachers_prompt_and_feeds_ucb(chain_rollouts):
+    _, teacher, batch = chain_rollouts
+    b = Batch(copy.deepcopy(batch.trajectories))
+    env_view = SDAR().tokens(b, Teachers(teacher), b.keys()).teacher
+    for how in ("keyword", "ucb", "full"):
+        variant = SDAR(SDAR.Config(context="skills", retrieval=how))
+        teachers = Teachers(teacher)
+        ctx = StepContext(teachers=teachers, envs=SimpleNamespace(env_id=CHAIN))
+        variant.score(b, ctx)
+        for traj in b.trajectories:
+            text = traj.extras["sdar/skills"]
+            assert text.startswith("Skills:\n- ") and traj.extras["sdar/skills/names"]
+            prompt = teachers.privileged_prompt(traj, 0, lambda t, k: t.extras["sdar/skills"])
+            decoded = teacher.tokenizer.decode(prompt.tolist())
+            assert decoded.startswith("Skills:") and "Best action now" not in decoded
+        terms = variant.tokens(b, teachers, b.keys())
+        assert not torch.allclose(terms.teacher, env_view)  # another text, another teacher
+        stats = variant._library(ctx).stats()
+        # each rollout's skills are credited once, with its outcome
+        shown = sum(len(t.extras["sdar/skills/names"]) for t in b.trajectories)
+        assert sum(n for n, _ in stats.values()) == shown > 0
+        for traj in b.trajectories:  # the next retrieval starts afresh
+            traj.extras.pop("sdar/skills"), traj.extras.pop("sdar/skills/names")
 
 
 def test_settings_and_envs_without_a_privileged_text_are_refused():
@@ -186,8 +213,12 @@ def test_settings_and_envs_without_a_privileged_text_are_refused():
     with pytest.raises(BadInput, match="non-empty 'privileged_context'"):
         compose("grpo+sdar").check(_EmptyHint(privileged=True))
     with pytest.raises(BadInput, match=r"needs info keys \['privileged_context'\]"):
-        compose("grpo+sdar").check(make(NO_PRIVILEGED, privileged=True))
-    for bad in ({"gate": "max"}, {"context": "skills"}, {"coef": -1.0}, {"entropy_k": 0}):
+        compose("grpo+sdar").check(_EmptyHint())
+    with pytest.raises(BadInput, match="skill library"):
+        compose("grpo+sdar", {"sdar": {"context": "skills"}}).check(_EmptyHint(privileged=True))
+    compose("gigpo+sdar", {"sdar": {"context": "skills"}}).check(make(SMALL, privileged=True))
+    bads = ({"gate": "max"}, {"context": "docs"}, {"retrieval": "bm25"}, {"coef": -1.0})
+    for bad in (*bads, {"entropy_k": 0}):
         with pytest.raises(BadInput, match="sdar"):
             compose("grpo+sdar", {"sdar": bad})
     assert compose("grpo+sdar", {"sdar": {"gate": "soft_or"}}).variants[-1].cfg.gate == "soft_or"
@@ -230,8 +261,13 @@ def test_gigpo_sdar_trains_a_step_from_the_cli_on_the_tiny_and_a_hf_policy(tmp_p
         assert 0.0 < float(row["sdar/gate_mean"]) < 1.0 and float(row["teachers/forwards"]) > 0
 
 
-def test_the_cli_refuses_an_env_without_a_privileged_text(tmp_path):
-    run = _cli("--out", str(tmp_path / "x"), "--env", NO_PRIVILEGED, "--credit", "gigpo+sdar")
+def test_the_cli_refuses_a_bad_setting_with_one_line(tmp_path):
+    # every registered env now has a privileged text: envs without one are refused by
+    # Plan.check (test_..._refused above), the same check the CLI runs before any work
+    run = _cli(
+        *("--out", str(tmp_path / "x"), "--credit", "grpo+sdar"),
+        *("--credit-settings", '{"sdar": {"gate": "max"}}'),
+    )
     assert run.returncode == 2
     lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and "sdar needs info keys ['privileged_context']" in lines[0]
+    assert len(lines) == 1 and "sdar" in lines[0]
