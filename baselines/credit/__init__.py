@@ -127,6 +127,14 @@ class CreditVariant:
         """
         return []
 
+    def info_problems(self, env_id: str, info: Mapping[str, Any]) -> list[str]:
+        """What is wrong with env ``env_id`` beyond missing keys: e.g. an empty text in ``info``.
+
+        ``info`` is the reset the probe made (its keys are checked by ``requires_info``);
+        :meth:`Plan.check` calls this. The default finds nothing.
+        """
+        return []
+
     # ------------------------------------------------------------------ hooks, in loop order
     def sample(self, batch: Batch, ctx: Context) -> None:
         """Fill ``batch.trajectories`` with rollouts (single slot; default ``group``)."""
@@ -410,6 +418,8 @@ class Plan:
             missing = sorted(v.requires_info - set(info))
             if missing:
                 problems.append(f"{v.name} needs info keys {missing}, absent from reset info")
+            elif v.requires_info:
+                problems += [f"{v.name} needs {p}" for p in v.info_problems(_env_name(env), info)]
             for ability in sorted(v.requires_abilities):
                 why = _lacks(env, ability)
                 if why is not None:
