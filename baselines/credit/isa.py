@@ -324,7 +324,7 @@ class ISA(CreditVariant):
                 tables[slot].append(x.to(s_f.device))
         f_t, e_t, sf_t, se_t, k_all, key_all = (torch.cat(x) for x in tables)
         loss = isa_loss(f_t, e_t, sf_t, se_t, k_all, key_all, cfg.coef)
-        total = float(sum(float(m.sum()) for m in masks.values()))
+        total = float(sum(float(batch.turn(key).mask().sum()) for key in every))
         n_key = float(key_all.sum())
         return loss, {
             "isa/loss": float(loss.detach()),
