@@ -136,12 +136,18 @@ def test_on_real_rollouts_only_key_span_tokens_get_loss(policy, rollouts):
         assert torch.equal(graded, want & (batch.turn(key).mask() > 0))
     for p in policy.parameters():
         p.grad = None
-    # the two views: facts (main gives the chain as privileged_context) and the built hint
+    # the two views: the gold facts, and the hint of the state each turn acted from (the
+    # previous step's; before the first step, built here like the env's reset hint)
     traj = batch.trajectories[0]
-    assert variant.fact_context(traj, 0).startswith("Supporting facts:")
-    assert variant.evidence_context(traj, 0).startswith("Still missing: evidence about")
-    gold = traj.turns[0].info["gold_answer"]
-    assert gold not in variant.built_hint(traj, 0).split("about", 1)[1]
+    for fact in traj.turns[0].info["gold_facts"]:
+        assert f"- {fact}" in variant.fact_context(traj, 0)
+    for k in range(1, len(traj.turns)):
+        assert variant.evidence_context(traj, k) == traj.turns[k - 1].info["evidence_hint"]
+    env = gym.make(SMALL, privileged=True)
+    _, reset_info = env.reset(seed=traj.seed, options={"task_id": traj.task_id})
+    assert variant.evidence_context(traj, 0) == reset_info["evidence_hint"]
+    assert metrics["isa/hint_fallback"] == sum(k == 0 for _, k in keys)
+    assert metrics["isa/fact_fallback"] == 0
 
 
 class Reader:
@@ -169,7 +175,8 @@ def test_recoverability_rises_once_the_answer_bearing_evidence_is_read(policy):
     obs, info = env.reset(seed=0)
     gold = info["gold_answer"]
     # the evidence as the probe shows it: in the notes, the answer masked
-    evidence = [value_mask(c, gold, "[masked]") for c in info["privileged_context"].split("\n")]
+    sentences = [f.split(": ", 1)[1].rstrip(".") for f in info["gold_facts"]]
+    evidence = [value_mask(s, gold, "[masked]") for s in sentences]
     traj, done = Trajectory("t", "g"), False
     progress = []
     while not done:
