@@ -375,6 +375,14 @@ def bench(
         str | None,
         typer.Option(help="learning only: where the runs train: cpu (default) or cuda."),
     ] = None,
+    curve: Annotated[
+        bool | None,
+        typer.Option(
+            "--curve/--no-curve",
+            help="learning only: also score checkpoints along the budget for the curve "
+            "(default on; the headline uses final checkpoints either way).",
+        ),
+    ] = None,
 ) -> None:
     """Measure one part (speed against a peer in the same run, learning, credit fidelity)."""
     from agentgym.bench import run_bench
@@ -391,6 +399,7 @@ def bench(
         "tasks": tasks,
         "group_size": group_size,
         "device": device,
+        "curve": curve,
     }
     doc = run_bench(
         part,

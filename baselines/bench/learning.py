@@ -64,6 +64,9 @@ class Budget:
     train: TrainConfig
     seeds: tuple[int, ...]
     test_seeds: int
+    curve: tuple[float, ...] = CURVE
+    """fractions of the budget whose checkpoints are scored for the curve (empty: the final
+    checkpoint alone, the only one the headline uses)."""
 
     @property
     def env(self) -> str:
@@ -132,12 +135,14 @@ def run(
     first_seed: int = 0,
     work: str | None = None,
     device: str = "cpu",
+    curve: bool = True,
 ) -> dict[str, Any]:
     """Warm starts, the variants, the evaluations, the comparisons; prints two tables.
 
     ``rl_steps`` replaces the token budget by a number of RL steps per variant; the training
     seeds are ``first_seed`` onwards; ``work`` keeps the runs there and reuses finished ones
-    (None: a temporary folder, removed at the end); ``device`` is where they train.
+    (None: a temporary folder, removed at the end); ``device`` is where they train; without
+    ``curve`` only final checkpoints are scored (a quarter of the evaluations).
     """
     from agentgym.baselines.credit import compose
     from agentgym.registry import make
@@ -148,7 +153,12 @@ def run(
     if rl_steps is not None:
         budget = replace(budget, train=budget.train.with_options(steps=rl_steps, token_budget=0))
     if device != "cpu":
+        from agentgym.baselines.train import check_device
+
+        check_device(device)
         budget = replace(budget, train=budget.train.with_options(device=device))
+    if not curve:
+        budget = replace(budget, curve=())
     variants = tuple(dict.fromkeys(variants))
     if not variants:
         raise BadInput("--variants needs at least one credit variant")
@@ -237,7 +247,7 @@ def _scored_run(run_dir: Path, budget: Budget) -> dict[str, Any]:
     totals = [float(r["generated_total"]) for r in rl]
     final = totals[-1] if totals else 0.0
     curve = []
-    for fraction in CURVE:
+    for fraction in budget.curve:
         step = next((i + 1 for i, t in enumerate(totals) if t >= fraction * final), None)
         if step is not None and step < len(totals):
             doc = _evaluate(run_dir / "steps" / f"step_{step:05d}", budget)
