@@ -1,6 +1,11 @@
 """TRACE: the reference's belief in the gold answer, as the share of the gap to the gold
 evidence closed, TD-backed up and added to the outcome advantage."""
 
+import csv
+import os
+import subprocess
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -245,3 +250,75 @@ def test_turns_that_reveal_evidence_get_the_larger_td(policy):
     assert trajs[0].outcome == 1.0
     first_read = next(k for k in range(len(actions)) if td[(0, k)] > 0)
     assert batch.advantages[(0, first_read)].abs().sum() > 0
+
+
+# ---------------------------------------------------------------------- fit and CLI
+@pytest.mark.parametrize(
+    "env_id",
+    [
+        "agentgym/Credit-KeyDoor-v0",
+        "agentgym/Credit-Chain-v0",
+        "agentgym/Credit-Haystack-v0",
+        "agentgym/Tools-Ecommerce-v0",
+        "agentgym/ALFWorld-Small-v0",
+    ],
+)
+def test_envs_without_gold_answer_and_evidence_are_refused(env_id):
+    with pytest.raises(BadInput) as e:
+        compose("grpo+trace").check(gym.make(env_id, privileged=True))
+    assert "trace needs info keys" in str(e.value) and "gold_evidence" in str(e.value)
+
+
+def test_the_search_env_fits():
+    compose("grpo+trace").check(gym.make(SMALL, privileged=True))
+
+
+TINY_RUN = ["--sft-steps", "2", "--sft-episodes", "2", "--steps", "1", "--tasks-per-step", "2"]
+TINY_RUN += ["--group-size", "2", "--eval-every", "0", "--no-tensorboard"]
+
+
+def _train(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "agentgym.cli", "train", *TINY_RUN, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "200"},
+        check=False,
+    )
+
+
+def test_cli_trains_one_step_with_the_tiny_policy(tmp_path):
+    out = tmp_path / "run"
+    settings = '{"trace": {"k": 2}}'
+    args = ["--env", SMALL, "--credit", "grpo+trace", "--credit-settings", settings]
+    r = _train(*args, "--preset", "nano", "--max-len", "2048", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _probes(out) > 0
+
+
+def test_cli_trains_one_step_with_an_hf_model(tmp_path):
+    from hf_model import write_hf_model
+
+    from agentgym.baselines.policies.tokenizer import collect_env_text
+
+    model = write_hf_model(tmp_path / "m", collect_env_text(SMALL, episodes=4))
+    args = ["--env", SMALL, "--credit", "grpo+trace", "--policy", str(model)]
+    r = _train(*args, "--max-new-tokens", "8", "--out", str(tmp_path / "run"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _probes(tmp_path / "run") > 0
+
+
+def _probes(out):
+    """The reference probes the run's last step made (its metrics.csv)."""
+    with open(out / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    return float(rows[-1]["trace/probes"])
+
+
+def test_cli_refuses_a_misfitting_env_with_exit_2_and_one_line(tmp_path):
+    env = "agentgym/Credit-KeyDoor-v0"
+    r = _train("--env", env, "--credit", "grpo+trace", "--out", str(tmp_path / "run"))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "trace needs info keys" in lines[0] and env in lines[0]
