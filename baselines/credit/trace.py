@@ -41,7 +41,9 @@ Choices [D] and why:
   chain, one line per evidence sentence, in reasoning order. So the evidence text of ``h⁺`` is
   the first turn's ``privileged_context`` (falling back to the joined ``gold_evidence`` where
   there is none); "gold" joins the ``gold_evidence`` strings, for envs whose evidence is text.
-* ``reduce = "mean"``: a per-token mean does not make long answers look less believed.
+* ``reduce = "mean"``: a per-token mean does not make long answers look less believed. All
+  probes of a rollout force the same answer, so "sum" scales every ℓ by its length and ``V``
+  (a ratio) is unchanged; ``reduce`` only moves the ``eps`` guard and the logged ℓ.
 """
 
 from __future__ import annotations
