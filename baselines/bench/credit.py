@@ -7,7 +7,9 @@ samples its own batch, and its turns get their own ground truth). The ground tru
 true advantage A(s_t, a_t) of the policy, from paired Monte-Carlo continuations
 (:mod:`agentgym.baselines.truth`), or, where the env states it analytically and the policy is
 the one it is stated for (the ``Credit-*`` envs under the uniform policy), the analytic
-value, with the Monte-Carlo estimate checked against it.
+value, with the Monte-Carlo estimate checked against it. Where a measured variant reads
+privileged info (trace's gold answer), the rollouts are played on the privileged env: the
+policy's prompts never show it, so the batch is the one every variant would see.
 
 Reported per variant: Spearman's rank correlation with the truth (bootstrap interval over
 groups), sign agreement on the turns whose true sign is resolved, batch noise (the share of a
@@ -121,7 +123,10 @@ def run(
     names_ = tuple(variants) if variants else tuple(names())
     for name in names_:
         get(name)  # refuse an unknown name before any work
-    setup = _setup(console, env, checkpoint, quick, k, tasks, group_size, seed)
+    # variants reading privileged info (trace's gold answer) need it in the turns' info; the
+    # policy's prompts never show it, so every variant still sees the same rollouts
+    privileged = any(compose(name).needs_privileged for name in names_)
+    setup = _setup(console, env, checkpoint, quick, k, tasks, group_size, seed, privileged)
     console.print(
         f"bench credit: {setup.env}, policy {setup.policy_name}, {setup.tasks} groups of "
         f"{setup.group_size}, K = {setup.k}"
@@ -150,6 +155,7 @@ def _setup(
     tasks: int | None,
     group_size: int | None,
     seed: int,
+    privileged: bool = False,
 ) -> Setup:
     from agentgym.registry import make
 
@@ -165,7 +171,8 @@ def _setup(
         checkpoint = "uniform" if states_values else ""
     policy, name, rollout = _policy(console, env, checkpoint, quick, seed)
     analytic_ok = states_values and name == "uniform"
-    pool = EnvPool(env, 1, split="train", **({"privileged": True} if analytic_ok else {}))
+    privileged = privileged or analytic_ok
+    pool = EnvPool(env, 1, split="train", **({"privileged": True} if privileged else {}))
     return Setup(
         env=env,
         policy=policy,

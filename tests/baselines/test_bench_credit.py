@@ -88,7 +88,12 @@ def test_quick_bench_lists_every_variant_with_its_fidelity_or_a_reason(tmp_path)
             assert ("vs_grpo" in row) == paired
         else:
             assert row["status"] == "n/a" and row["reason"]
-    assert {row["variant"] for row in doc["rows"] if row["status"] == "n/a"} == {"group"}
+    # the default sampler alone is grpo; trace needs a gold answer the Credit envs lack
+    not_applicable = {
+        row["variant"]: row["reason"] for row in doc["rows"] if row["status"] == "n/a"
+    }
+    assert set(not_applicable) == {"group", "trace"}
+    assert "gold_answer" in not_applicable["trace"]
     assert figure.stat().st_size > 0
     assert "credit fidelity on agentgym/Credit-KeyDoor-v0" in result.stdout
 
@@ -98,12 +103,16 @@ def test_a_policy_without_analytic_values_is_measured_by_monte_carlo():
         Console(quiet=True),
         quick=True,
         env="agentgym/Search-Menu-Small-v0",
-        variants=("grpo", "gigpo"),
+        variants=("grpo", "gigpo", "trace"),
     )
     assert doc["truth"]["kind"] == "monte carlo" and not doc["truth"]["check"]
     assert doc["policy"].startswith("warm start")
     assert doc["truth"]["turns"] > 0 and doc["truth"]["monte_carlo"]["rollouts"] > 0
-    assert [row["variant"] for row in doc["rows"]] == ["grpo", "gigpo"]
+    assert [row["variant"] for row in doc["rows"]] == ["grpo", "gigpo", "trace"]
+    # trace reads the gold answer: the bench plays on the privileged env, and measures it
+    trace = doc["rows"][-1]
+    assert trace["status"] == "ok" and trace["plan"] == "group+grpo+trace"
+    assert trace["vs_grpo"] is not None
 
 
 @pytest.mark.parametrize(
