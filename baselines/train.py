@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from agentgym.agents.checkpoint import is_checkpoint_dir
 from agentgym.baselines.batch import Batch, StepContext, generated_tokens
 from agentgym.baselines.config import TrainConfig
 from agentgym.baselines.credit import compose
@@ -129,15 +130,16 @@ def check_device(device: str) -> None:
         raise BadInput(f"--device {device}: torch sees no GPU on this machine")
 
 
-def load_policy(path: Path, device: str = "cpu") -> Any:
+def load_policy(path: Path, device: str = "cpu", *, flag: str = "--init") -> Any:
     """The policy inside a checkpoint directory, on ``device``, by the class it names.
 
-    It reads safetensors + JSON; nothing is unpickled.
+    It reads safetensors + JSON; nothing is unpickled. ``flag`` names the option that gave
+    ``path`` in the error.
     """
     from agentgym.agents.checkpoint import is_checkpoint_dir, read_manifest
 
     if not is_checkpoint_dir(path):
-        raise BadInput(f"--init {path}: not a checkpoint directory")
+        raise BadInput(f"{flag} {path}: not a checkpoint directory")
     config = read_manifest(path).get("config", {})
     policy_cls = import_policy_class(str(config.get("policy_class", DEFAULT_POLICY_CLASS)))
     return policy_cls.load(path, device=device)
@@ -315,6 +317,32 @@ def rl_step(
     }
 
 
+def _start_up(cfg: TrainConfig, plan: Any) -> tuple[EnvPool, dict[str, Any]]:
+    """Every check that can refuse the run, before any work; the rollout envs and teachers.
+
+    A variant reading privileged info gets privileged envs (the prompts never show it).
+    """
+    if not 0.0 <= cfg.sft.noise <= 1.0:
+        raise BadInput(f"--sft-noise is a probability in [0, 1], got {cfg.sft.noise}")
+    kwargs = env_kwargs(cfg)
+    check_device(cfg.model.device)
+    teacher_dirs = parse_teachers(cfg.rl.teachers)
+    plan.check_teachers(list(teacher_dirs))
+    rollout_kwargs = {**kwargs, "privileged": True} if plan.needs_privileged else kwargs
+    probe = make(cfg.env, **rollout_kwargs)
+    plan.check(probe)  # an env lacking what a variant needs
+    plan.check_teachers(list(teacher_dirs), probe)  # teachers a variant cannot use
+    # the reference's checkpoint is read once the warm start exists; its folder is checked now
+    if cfg.rl.reference and not is_checkpoint_dir(Path(cfg.rl.reference)):
+        raise BadInput(f"--reference {cfg.rl.reference}: not a checkpoint directory")
+    named = {
+        name: load_policy(Path(p), cfg.model.device, flag=f"--teachers {name}")
+        for name, p in teacher_dirs.items()
+    }
+    size = cfg.rl.tasks_per_step * cfg.rl.group_size
+    return EnvPool(cfg.env, size, split="train", **rollout_kwargs), named
+
+
 def train(cfg: TrainConfig, out: Path) -> Path:
     """Warm start, then the RL loop; the final checkpoint is ``out`` itself.
 
@@ -322,22 +350,7 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     rollouts have generated that many tokens.
     """
     plan = compose(cfg.credit, plan_settings(cfg))
-    if not 0.0 <= cfg.sft.noise <= 1.0:
-        raise BadInput(f"--sft-noise is a probability in [0, 1], got {cfg.sft.noise}")
-    kwargs = env_kwargs(cfg)
-    check_device(cfg.model.device)
-    teacher_dirs = parse_teachers(cfg.rl.teachers)
-    plan.check_teachers(list(teacher_dirs))
-    # a variant reading privileged info plays on privileged envs (the prompts never show it)
-    rollout_kwargs = {**kwargs, "privileged": True} if plan.needs_privileged else kwargs
-    # refuse an env lacking what a variant needs, or teachers it cannot use, before any work
-    probe = make(cfg.env, **rollout_kwargs)
-    plan.check(probe)
-    plan.check_teachers(list(teacher_dirs), probe)
-    pool = EnvPool(
-        cfg.env, cfg.rl.tasks_per_step * cfg.rl.group_size, split="train", **rollout_kwargs
-    )
-    named = {name: load_policy(Path(p), cfg.model.device) for name, p in teacher_dirs.items()}
+    pool, named = _start_up(cfg, plan)
     torch.manual_seed(cfg.seed)
     policy = make_policy(cfg)
     out.mkdir(parents=True, exist_ok=True)
@@ -385,7 +398,7 @@ def reference(cfg: TrainConfig, policy: Any, plan: Any) -> Any:
     It is ``cfg.rl.reference``'s checkpoint, or else a copy of the warm start.
     """
     if cfg.rl.reference:
-        ref = load_policy(Path(cfg.rl.reference), cfg.model.device)
+        ref = load_policy(Path(cfg.rl.reference), cfg.model.device, flag="--reference")
         check_tokenizer(policy, ref, "reference")
     elif cfg.rl.kl_coef > 0 or plan.needs_reference:
         ref = copy.deepcopy(policy)

@@ -44,6 +44,7 @@ from agentgym.baselines.bench.fidelity import (
 from agentgym.baselines.credit import SINGLE_SLOTS, compose, get, names
 from agentgym.baselines.policies.base import Policy
 from agentgym.baselines.rollout import EnvPool, RolloutConfig
+from agentgym.baselines.teachers import Teachers
 from agentgym.baselines.truth import (
     TruthCost,
     TurnTruth,
@@ -262,6 +263,7 @@ def _context(setup: Setup, plan: Any) -> StepContext:
         rng=np.random.default_rng(setup.seed),
         tasks_per_step=setup.tasks,
         group_size=setup.group_size,
+        teachers=Teachers(setup.policy, setup.policy if plan.needs_reference else None),
     )
 
 
@@ -381,7 +383,9 @@ def _not_applicable(name: str) -> str | None:
     cls = get(name)
     if name in SINGLE_SLOTS.values() and cls.slots == {"sample"}:
         return "the default sampler: alone, its plan is grpo's"
-    if not cls.slots & {"sample", *CREDIT_HOOKS}:
+    # a score hook alone feeds an auxiliary loss (teachers' log-probs): the advantages stay
+    # the base family's, so there is no credit of its own to measure
+    if not cls.slots & {"sample", *CREDIT_HOOKS} - {"score"}:
         return f"produces {', '.join(sorted(cls.slots))} only: a loss term, no per-turn advantage"
     return None
 

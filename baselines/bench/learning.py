@@ -152,10 +152,7 @@ def run(
     )
     if rl_steps is not None:
         budget = replace(budget, train=budget.train.with_options(steps=rl_steps, token_budget=0))
-    if device != "cpu":
-        from agentgym.baselines.train import check_device
-
-        check_device(device)
+    if device != "cpu":  # checked by the first run that trains: finished runs report anywhere
         budget = replace(budget, train=budget.train.with_options(device=device))
     if not curve:
         budget = replace(budget, curve=())

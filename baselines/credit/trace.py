@@ -36,11 +36,14 @@ Choices [D] and why:
   term on unit scale too; at 0.5 the value-based term refines the outcome's credit but flips
   its sign on a turn only when that turn's TD is more than two batch stds from 0, so a
   mis-calibrated reference cannot overturn the outcome on most turns.
-* ``evidence = "context"``: the search family's ``gold_evidence`` holds sentence ids
-  (``"s:22:2"``), which read as nothing to a model; its ``privileged_context`` is the gold
-  chain, one line per evidence sentence, in reasoning order. So the evidence text of ``h⁺`` is
-  the first turn's ``privileged_context`` (falling back to the joined ``gold_evidence`` where
-  there is none); "gold" joins the ``gold_evidence`` strings, for envs whose evidence is text.
+* ``evidence = "facts"``: the search family's ``gold_evidence`` holds sentence ids
+  (``"s:22:2"``), which read as nothing to a model, and its ``privileged_context`` states the
+  answer outright; ``gold_facts`` holds the gold sentences themselves, in reasoning order, so
+  the evidence text of ``h⁺`` is those sentences, one a line: the upper anchor is what finding
+  all the evidence would show, not the answer. "context" takes the first turn's
+  ``privileged_context`` instead, and "gold" joins the ``gold_evidence`` strings (for envs
+  whose evidence is text); "facts" falls back to "context", then "gold", where an env has no
+  ``gold_facts``.
 * ``reduce = "mean"``: a per-token mean does not make long answers look less believed. All
   probes of a rollout force the same answer, so "sum" scales every ℓ by its length and ``V``
   (a ratio) is unchanged; ``reduce`` only moves the ``eps`` guard and the logged ℓ.
@@ -62,7 +65,7 @@ from agentgym.core.errors import BadInput
 
 NORMS = ("std", "none")
 REDUCES = ("mean", "sum")
-EVIDENCE = ("context", "gold")
+EVIDENCE = ("facts", "context", "gold")
 VALUE = "trace/value"
 """``Turn.extras`` key of ``V(s_t)``; ``"trace/ell"`` holds ``ℓ(h_t)``."""
 ANCHORS = "trace/anchors"
@@ -127,9 +130,9 @@ class Trace(CreditVariant):
         """λ, the weight of the normalised TD term (see the module doc)."""
         norm: str = "std"
         """"std": A^TD divided by its std over the batch's turns; "none": raw."""
-        evidence: str = "context"
-        """h⁺'s evidence text: "context" (the first turn's privileged_context, the search
-        family's gold chain) or "gold" (the gold_evidence strings, one a line)."""
+        evidence: str = "facts"
+        """h⁺'s evidence text: "facts" (the gold_facts sentences, one a line), "context" (the
+        first turn's privileged_context) or "gold" (the gold_evidence strings, one a line)."""
         eps: float = 1e-6
         """a gap ℓ(h⁺) − ℓ(h_0) or a TD std at most this is treated as none."""
         probe_rows: int = 64
@@ -174,15 +177,19 @@ class Trace(CreditVariant):
                 f"trace: the first turn of {traj.node_id} has no recorded observation; h⁺ is "
                 "built from the rollout engine's turns"
             )
-        evidence = self._evidence(first.extras.get(PRIVILEGED_KEY), info.get("gold_evidence"))
+        evidence = self._evidence(
+            info.get("gold_facts"), first.extras.get(PRIVILEGED_KEY), info.get("gold_evidence")
+        )
         fmt = dataclasses.replace(traj.prompt or PromptFormat(), privileged=True)
         h = History(policy, fmt, [first.extras["observation"]], privileged_context=evidence)
         return turns, turns[0], (tuple(h.prompt()) + suffix, answer)
 
-    def _evidence(self, context: Any, gold: Any) -> str:
-        """h⁺'s evidence text (``evidence`` setting)."""
+    def _evidence(self, facts: Any, context: Any, gold: Any) -> str:
+        """h⁺'s evidence text (``evidence`` setting; see the module doc for the fallbacks)."""
         joined = gold if isinstance(gold, str) else "\n".join(str(g) for g in gold or [])
-        if self.cfg.evidence == "context" and context:
+        if self.cfg.evidence == "facts" and facts:
+            return "\n".join(str(f) for f in facts)
+        if self.cfg.evidence in ("facts", "context") and context:
             return str(context)
         return joined
 

@@ -102,6 +102,17 @@ class UniformPolicy:
             out.append(torch.tensor(values, dtype=torch.float32))
         return out
 
+    def response_logits(
+        self, prompts: list[torch.Tensor], responses: list[torch.Tensor], *, grad: bool = False
+    ) -> list[torch.Tensor]:
+        """Equal logits ``[len(response), V]``: uniform under a decoding mask and elsewhere.
+
+        Under a mask that is what :meth:`logprobs` gives; where decoding was free the
+        distribution is uniform over the vocabulary.
+        """
+        size = int(self.tokenizer.vocab_size)
+        return [torch.zeros(len(r), size) for r in responses]
+
     def values(
         self,
         prompts: list[torch.Tensor],

@@ -150,6 +150,9 @@ class RichEnv(FakeEnv):
     def check_answer(self, text):
         return 1.0
 
+    def search(self, query):
+        return []
+
 
 class NoPrivilegedEnv(FakeEnv):
     def __init__(self):

@@ -185,7 +185,7 @@ def test_values_in_unit_interval_on_real_rollouts(policy):
 class EvidenceReader:
     """A reference that believes the answer as much as the gold evidence its context shows:
     ℓ = −(1 + gold items missing), per answer token. An item is shown by its sentence's text
-    (the Notes of an observation) or its line of the gold chain (what h⁺ puts first)."""
+    (the Notes of an observation) or its gold fact line (what h⁺ puts first)."""
 
     def __init__(self, policy, items):
         self.tokenizer = policy.tokenizer
@@ -229,7 +229,7 @@ def test_turns_that_reveal_evidence_get_the_larger_td(policy):
     trajs = [replay(policy, pool, task, seed, actions, cfg, node_id=f"o{j}") for j in range(2)]
     trajs += collect(policy, pool, [(task, seed)], 2, cfg)
     batch = Batch(trajectories=trajs)
-    chain = trajs[0].turns[0].extras["privileged_context"].split("\n")
+    chain = list(trajs[0].turns[0].info["gold_facts"])  # what h⁺ puts first
     sentences = pool.envs[0].unwrapped._data.world.sentences
     gold = [sentences[s].text.rstrip(".") for s in trajs[0].turns[0].info["gold_evidence"]]
     ref = EvidenceReader(policy, list(zip(chain, gold, strict=True)))
