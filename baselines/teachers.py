@@ -83,12 +83,14 @@ def log_distribution(
     Ids a position's mask excludes get :data:`FLOOR`. ``temperature`` is ``[N]``.
     """
     lf = logits.float() / temperature.to(logits.device, torch.float32)[:, None]
-    if allowed is not None and any(a is not None for a in allowed):
+    pairs = [] if allowed is None else [(i, a) for i, a in enumerate(allowed) if a is not None]
+    if pairs:  # one scatter for every constrained position, not one per position
+        dev = lf.device
+        rows = torch.tensor([i for i, a in pairs for _ in a], dtype=torch.long, device=dev)
+        cols = torch.tensor([int(c) for _, a in pairs for c in a], dtype=torch.long, device=dev)
         keep = torch.ones_like(lf, dtype=torch.bool)
-        for i, ids in enumerate(allowed):
-            if ids is not None:
-                keep[i] = False
-                keep[i, torch.as_tensor(list(ids), dtype=torch.long, device=lf.device)] = True
+        keep[torch.tensor([i for i, _ in pairs], dtype=torch.long, device=dev)] = False
+        keep[rows, cols] = True
         lf = lf.masked_fill(~keep, -torch.inf)
     return torch.log_softmax(lf, dim=-1).clamp(min=FLOOR)
 

@@ -145,3 +145,23 @@ def test_a_work_folder_resumes_finished_runs_and_lets_seeds_run_apart(tmp_path):
     text = changed.file.getvalue()  # another RL budget: the same warm start, a new run
     assert "warm start: finished earlier" in text and "grpo: finished earlier" not in text
     assert model.stat().st_mtime_ns != stamp
+
+
+def test_without_the_curve_only_final_checkpoints_are_scored_and_teachers_are_counted(tmp_path):
+    console = Console(file=io.StringIO(), width=300)
+    doc = run_bench(
+        "learning",
+        console,
+        quick=True,
+        seeds=1,
+        variants="grpo,sdar",
+        curve=False,
+        work=str(tmp_path / "work"),
+    )
+    # one point per run: the final checkpoint, the only one the headline reads
+    assert [len(c) for c in doc["curves"]["grpo"]] == [1]
+    assert [len(c) for c in doc["curves"]["sdar"]] == [1]
+    rows = {r["variant"]: r for r in doc["rows"]}
+    # sdar's privileged teacher scored every turn; grpo has no teacher
+    assert rows["sdar"]["teacher_tokens"][0] > 0 and rows["grpo"]["teacher_tokens"] == [0]
+    assert "teachers s" in console.file.getvalue()
