@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from agentgym.core.errors import BadInput
+
 UNTAGGED = ""
 """The tag of a token no segment covers (markup, whitespace, eos)."""
 
@@ -121,3 +123,24 @@ def fill_segment_tags(turns: Iterable[Any], tokenizer: Any) -> int:
         )
         filled += 1
     return filled
+
+
+def tag_batch(trajectories: Iterable[Any], policy: Any, variant: str) -> int:
+    """:func:`fill_segment_tags` on every turn of ``trajectories`` with ``policy``'s tokenizer.
+
+    The transform of the variants that read segment tags; returns the turns tagged.
+
+    Raises:
+        BadInput: a turn is untagged and ``policy`` has no tokenizer (``variant`` names who
+            needs the tags).
+    """
+    turns = [t for traj in trajectories for t in traj.turns]
+    if all(t.segment_tags is not None for t in turns):
+        return 0
+    tokenizer = getattr(policy, "tokenizer", None)
+    if tokenizer is None:
+        raise BadInput(
+            f"{variant} needs segment tags: set Turn.segment_tags, or give a policy with a "
+            "tokenizer (decode, eos_id) to map info['segments'] onto tokens"
+        )
+    return fill_segment_tags(turns, tokenizer)

@@ -28,7 +28,7 @@ Per turn ``t`` (the state the turn acted from):
   their page title, else by their text with the answer masked; ``isa/hint_fallback``).
 * **Key spans**: only tokens of the segments tagged ``search_query``, ``conclusion`` and
   ``answer`` (``info["segments"]`` mapped to tokens by
-  :func:`~agentgym.baselines.segments.fill_segment_tags`), within the policy mask.
+  :func:`~agentgym.baselines.segments.tag_batch`), within the policy mask.
 * **Loss** ``λ (1/|K|) Σ_{t∈K} [k_t KL(p_fact,t ‖ π_θ,t) + (1 − k_t) KL(p_evid,t ‖ π_θ,t)]``
   on each view's top-``k`` support plus a tail bucket, added to the RL loss. One student
   forward serves both views (their supports side by side).
@@ -55,7 +55,7 @@ from agentgym.baselines.credit._recoverability import (
 )
 from agentgym.baselines.divergence import kl
 from agentgym.baselines.prompt import PRIVILEGED_KEY, History, PromptFormat
-from agentgym.baselines.segments import fill_segment_tags
+from agentgym.baselines.segments import tag_batch
 from agentgym.baselines.teachers import TokenDist
 from agentgym.core.errors import BadInput
 
@@ -228,13 +228,7 @@ class ISA(CreditVariant):
     # ------------------------------------------------------------------ hooks
     def transform(self, batch: Batch, ctx: Context) -> None:
         """Tag response tokens from ``info["segments"]`` where untagged."""
-        turns = [t for traj in batch.trajectories for t in traj.turns]
-        if all(t.segment_tags is not None for t in turns):
-            return
-        tokenizer = getattr(ctx.policy, "tokenizer", None)
-        if tokenizer is None:
-            raise BadInput("isa needs segment tags: give a policy with a tokenizer")
-        fill_segment_tags(turns, tokenizer)
+        tag_batch(batch.trajectories, ctx.policy, "isa")
 
     def score(self, batch: Batch, ctx: Context) -> None:
         """``NLL_t`` and ``k_t`` of every turn (``extras["isa/nll"]``, ``["isa/k"]``)."""

@@ -47,7 +47,7 @@ from agentgym.baselines.credit import (
     register,
 )
 from agentgym.baselines.credit.grpo import check_zero_std
-from agentgym.baselines.segments import fill_segment_tags
+from agentgym.baselines.segments import tag_batch
 from agentgym.core.errors import BadInput
 
 OTHER = ("turn", "tool", "summary", "none")
@@ -153,16 +153,9 @@ class SLCA(CreditVariant):
     # ------------------------------------------------------------------ hooks
     def transform(self, batch: Batch, ctx: Context) -> None:
         """SLCA's transform: tag response tokens from ``info["segments"]`` where untagged."""
-        turns = [t for traj in batch.trajectories for t in traj.turns]
-        if all(t.segment_tags is not None for t in turns):
-            return
-        tokenizer = getattr(ctx.policy, "tokenizer", None)
-        if tokenizer is None:
-            raise BadInput(
-                "slca needs segment tags: set Turn.segment_tags, or give a policy with a "
-                "tokenizer (decode, eos_id) to map info['segments'] onto tokens"
-            )
-        batch.metrics["slca/tagged_turns"] = float(fill_segment_tags(turns, tokenizer))
+        tagged = tag_batch(batch.trajectories, ctx.policy, "slca")
+        if tagged:
+            batch.metrics["slca/tagged_turns"] = float(tagged)
 
     def advantages(self, batch: Batch, ctx: Context) -> None:
         """SLCA's advantages: z-scored r_exec on tool tokens, z-scored r_pref on summary tokens."""
