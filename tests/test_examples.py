@@ -261,11 +261,11 @@ MENU = "agentgym/Search-Menu-Small-v1"
         ("agentgym eval --agent oracle --env agentgym/Nope-v0 --seeds 5 --out r.json", "Nope"),
         (f"agentgym check {MENU} --env-kwarg colour=blue", "does not take colour"),
         (f"agentgym check {MENU} --only everything", "unknown checks"),
-        (f"agentgym train --env {MENU} --credit grpo+sdar --out runs/x", "'sdar'"),
+        (f"agentgym train --env {MENU} --credit grpo+sdarr --out runs/x", "'sdarr'"),
         (f"agentgym train --env {MENU} --credit gigpo+slca --out runs/x", "single slot"),
         (f"agentgym train --env {MENU} --bogus 1 --out runs/x", "--bogus"),
         (f"agentgym train --env {MENU} --credit gigpo", "needs --out"),
-        ("agentgym bench learning --variants grpo,sdar", "'sdar'"),
+        ("agentgym bench learning --variants grpo,sdarr", "'sdarr'"),
         ("agentgym bench everything", "unknown bench part"),
         (f"agentgym eval --agent runs/x --env {MENU} --seeds 5 --out g.json", "reads runs/x"),
         ("agentgym report r.json", "reads r.json"),
@@ -299,5 +299,5 @@ def test_value_examples_are_read_from_e_g():
         "gigpo",
         "grpo+sdar",
     ]
-    with pytest.raises(pytest.fail.Exception, match="unknown credit variant 'sdar'"):
-        check_example(["train", "--credit", "grpo+sdar", "--out", "runs/x"], [])
+    with pytest.raises(pytest.fail.Exception, match="unknown credit variant 'sdarr'"):
+        check_example(["train", "--credit", "grpo+sdarr", "--out", "runs/x"], [])

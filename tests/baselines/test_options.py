@@ -22,7 +22,7 @@ def test_the_groups_keep_every_flag_name():
     # new ones; the privileged view is no training option
     assert names - FLAT_FLAGS == {
         "context", "epochs", "minibatches", "token_budget", "aggregation", "sft_teacher",
-        "micro_batch_tokens", "env_kwargs",
+        "micro_batch_tokens", "env_kwargs", "reference", "teachers", "device",
     }  # fmt: skip
 
 
