@@ -263,6 +263,19 @@ KEY_DOOR_LONG = KEY_DOOR.with_options(
 )
 """Credit-KeyDoor at horizon 24: the same recipe, the key three times further from the door."""
 
+TOOLS_MIXED = SEARCH_MENU_SMALL.with_options(
+    env="agentgym/Tools-Mixed-v1",
+    env_kwargs='{"schemas": false}',  # the schemas alone (~1,800 tokens) overflow the context
+    sft_noise=0.0,  # free-text calls: no admissible actions to stray to
+    history=1,  # the last call and its results; the request opens every observation
+    max_new_tokens=128,  # the oracle's longest action (three parallel calls) is ~115 tokens
+)
+"""The tiny policy's recipe on the three tool domains together, where ``roadmopd`` distils one
+student from a teacher per domain (``agentgym bench learning --env agentgym/Tools-Mixed-v1
+--variants grpo,roadmopd`` trains the teachers: :data:`DOMAIN_ENVS`). Its first observation
+names the tools instead of listing their schemas: a policy of 1,024 tokens of context learns
+the arguments from its demonstrations. An observation is ~200 tokens (~650 at most)."""
+
 RECIPES = {
     cfg.env: cfg
     for cfg in (
@@ -272,9 +285,21 @@ RECIPES = {
         ALFWORLD_SMALL,
         KEY_DOOR,
         KEY_DOOR_LONG,
+        TOOLS_MIXED,
     )
 }
 """The tiny policy's recipe per env id."""
+
+DOMAIN_ENVS = {
+    TOOLS_MIXED.env: {
+        "ecommerce": "agentgym/Tools-Ecommerce-v1",
+        "accounts": "agentgym/Tools-Accounts-v1",
+        "travel": "agentgym/Tools-Travel-v1",
+    }
+}
+"""Per env whose tasks come from several domains, the env of each domain: where ``bench
+learning`` trains a domain's teacher (the recipe's own variant, from the seed's warm start, at
+the same token budget) for the variants that distil from teachers."""
 
 QUICKSTART = ALFWORLD_SMALL.with_options(credit="gigpo")
 """The recipe ``agentgym quickstart`` trains and scores by default: ALFWorld-Small's with gigpo,

@@ -15,6 +15,12 @@ seed's own success, and the paired difference against grpo (same seeds, same tes
 with the same two-level interval; a plot of test success against generated tokens with a band
 over the seeds. Evaluation time is never counted as training time.
 
+A variant that distils from teachers (``roadmopd``) gets them trained here, on an env whose
+tasks come from several domains (:data:`~agentgym.baselines.config.DOMAIN_ENVS`): per training
+seed, one run of the recipe's own variant on each domain's env from that seed's warm start, at
+the same token budget. Their training time is reported beside the variant's own (``+N``): the
+student's budget of generated tokens is equal, its compute is not.
+
 With ``--work DIR`` the runs stay in DIR and a finished one is reused when its settings match
 (a warm start, a variant's run with its scores): an interrupted benchmark resumes where it
 stopped, and training seeds can run in parallel processes (``--seeds 1 --first-seed 1 --work
@@ -35,7 +41,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from agentgym.baselines.config import RECIPES, SEARCH_MENU_SMALL, TrainConfig
+from agentgym.baselines.config import DOMAIN_ENVS, RECIPES, SEARCH_MENU_SMALL, TrainConfig
 from agentgym.core.errors import BadInput
 from agentgym.harness.compare import difference
 from agentgym.harness.plot import agg_figure
@@ -163,6 +169,11 @@ def run(
         # an unknown name, a clash or a misfitting env fails now, not after the warm start
         plan = compose(name, {"aggregation": budget.train.rl.aggregation or None})
         plan.check(make(budget.env, **({"privileged": True} if plan.needs_privileged else {})))
+        if _wants_teachers(name) and budget.env not in DOMAIN_ENVS:
+            raise BadInput(
+                f"{name} distils from a teacher per domain, which bench learning trains only "
+                f"on {', '.join(sorted(DOMAIN_ENVS))}"
+            )
     console.print(budget.describe())
     if work is not None and Path(work).exists() and not Path(work).is_dir():
         raise BadInput(f"--work {work} is a file: give a folder")
@@ -194,9 +205,14 @@ def _seed_runs(
 
     warm_key = {"warm start": warm_cfg.to_json(), "test_seeds": budget.test_seeds}
     out = {"sft": _reused(console, f"seed {seed}: warm start", warm, warm_key, warm_start)}
+    wanting = [name for name in variants if _wants_teachers(name)]
+    teachers = _domain_teachers(console, base, warm_key, start, seed, work) if wanting else {}
+    spec = ",".join(f"{domain}={run['dir']}" for domain, run in teachers.items())
     for name in variants:
         run_dir = work / f"{name}-{seed}"
         cfg = base.with_options(credit=name, init=str(start), sft_steps=0)
+        if name in wanting:
+            cfg = cfg.with_options(teachers=spec)
 
         def rl(cfg: TrainConfig = cfg, run_dir: Path = run_dir) -> dict[str, Any]:
             train(cfg, run_dir)
@@ -204,7 +220,61 @@ def _seed_runs(
 
         key = {**warm_key, "rl": cfg.to_json()}  # a new warm start invalidates its runs
         out[name] = _reused(console, f"seed {seed}: {name}", run_dir, key, rl)
+        if name in wanting:  # its teachers' training is its cost too
+            out[name] = {**out[name], "teachers_train_seconds": _total(teachers, "seconds")}
     return out
+
+
+def _wants_teachers(name: str) -> bool:
+    """Whether variant ``name`` distils from teacher checkpoints (``--teachers``)."""
+    from agentgym.baselines.credit import compose
+
+    return any(v.requires_teachers for v in compose(name).variants)
+
+
+def _domain_teachers(
+    console: Console,
+    base: TrainConfig,
+    warm_key: dict[str, Any],
+    start: Path,
+    seed: int,
+    work: Path,
+) -> dict[str, dict[str, Any]]:
+    """One teacher per domain of the env (:data:`DOMAIN_ENVS`), trained or reused.
+
+    A teacher is the recipe's own variant on its domain's env, from the seed's warm start, at
+    the variants' token budget. Returns, by domain, its folder, generated tokens and training
+    seconds. Not scored: only its cost is reported.
+    """
+    from agentgym.baselines.train import train
+
+    teachers = {}
+    for domain, env in DOMAIN_ENVS[base.env].items():
+        cfg = base.with_options(env=env, init=str(start), sft_steps=0)
+        run_dir = work / f"teacher-{domain}-{seed}"
+
+        def rl(cfg: TrainConfig = cfg, run_dir: Path = run_dir) -> dict[str, Any]:
+            train(cfg, run_dir)
+            rows = _rl_rows(run_dir)
+            return {
+                "tokens": int(float(rows[-1]["generated_total"])) if rows else 0,
+                "seconds": float(rows[-1]["seconds"]) if rows else 0.0,
+            }
+
+        key = {**warm_key, "teacher": cfg.to_json()}
+        title = f"seed {seed}: {domain} teacher"
+        teachers[domain] = {**_reused(console, title, run_dir, key, rl), "dir": str(run_dir)}
+    return teachers
+
+
+def _total(runs: dict[str, dict[str, Any]], field: str) -> float:
+    return float(sum(run[field] for run in runs.values()))
+
+
+def _rl_rows(run_dir: Path) -> list[dict[str, str]]:
+    """The RL steps' rows of a run's ``metrics.csv``."""
+    with (run_dir / "metrics.csv").open() as f:
+        return [r for r in csv.DictReader(f) if r["phase"] == "rl"]
 
 
 DONE = "bench-learning.json"
@@ -239,8 +309,7 @@ def _reused(
 
 def _scored_run(run_dir: Path, budget: Budget) -> dict[str, Any]:
     """The final checkpoint's results, and the curve's checkpoints' test success."""
-    with (run_dir / "metrics.csv").open() as f:
-        rl = [r for r in csv.DictReader(f) if r["phase"] == "rl"]
+    rl = _rl_rows(run_dir)
     totals = [float(r["generated_total"]) for r in rl]
     final = totals[-1] if totals else 0.0
     curve = []
@@ -264,9 +333,17 @@ def _scored_run(run_dir: Path, budget: Budget) -> dict[str, Any]:
 
 
 def _evaluate(ckpt: Path, budget: Budget) -> dict[str, Any]:
+    from agentgym.baselines.train import env_kwargs
     from agentgym.harness.evaluate import evaluate
 
-    return evaluate(str(ckpt), [budget.env], seeds=budget.test_seeds, root_seed=0, split="test")
+    return evaluate(
+        str(ckpt),
+        [budget.env],
+        seeds=budget.test_seeds,
+        root_seed=0,
+        split="test",
+        env_kwargs=env_kwargs(budget.train),  # the env the runs trained on
+    )
 
 
 def _mean(doc: dict[str, Any], env: str) -> float:
@@ -336,6 +413,10 @@ def _row(name: str, per_seed: list[dict[str, Any]], env: str) -> dict[str, Any]:
         "train_seconds": [round(r.get("seconds", 0.0), 1) for r in per_seed],
         "teacher_tokens": [int(r.get("teacher_tokens", 0)) for r in per_seed],
         "teacher_seconds": [round(r.get("teacher_seconds", 0.0), 1) for r in per_seed],
+        # the teachers a variant distils from were trained for it (bench learning trains them)
+        "teachers_train_seconds": [
+            round(r.get("teachers_train_seconds", 0.0), 1) for r in per_seed
+        ],
         "n": sum(len(_scores(r["doc"], env)) for r in per_seed),
     }
 
@@ -369,7 +450,7 @@ def _print(
         "per seed",
         "generated tokens",
         "RL steps",
-        "train s (teachers s)",
+        "train s (teachers s) +teachers' training s",
         title=budget.describe(),
     )
     start = "sft" if budget.train.sft.steps > 0 else "start (no SFT)"
@@ -382,8 +463,13 @@ def _print(
             " ".join(f"{t:,}" for t in r["generated_tokens"]),
             " ".join(str(s) for s in r["rl_steps"]),
             " ".join(
-                f"{t:.0f} ({x:.0f})"
-                for t, x in zip(r["train_seconds"], r["teacher_seconds"], strict=True)
+                f"{t:.0f} ({x:.0f})" + (f" +{y:.0f}" if y else "")
+                for t, x, y in zip(
+                    r["train_seconds"],
+                    r["teacher_seconds"],
+                    r["teachers_train_seconds"],
+                    strict=True,
+                )
             ),
         )
     console.print(table)

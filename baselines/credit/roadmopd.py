@@ -51,8 +51,12 @@ Metrics: ``roadmopd/loss`` (``L_D``), ``roadmopd/signal`` (mean ``d_t``),
 ``roadmopd/eta`` (the η applied, 0 without conflict), ``roadmopd/routed/<name>`` (each
 teacher's share of the tokens).
 
-Recipe (the measured setup: one teacher per Tools domain, distilled into one student across
-the three; all start from one warm start, so they share its tokenizer)::
+Recipe (one teacher per Tools domain, distilled into one student across the three; all start
+from one warm start, so they share its tokenizer). ``agentgym bench learning --env
+agentgym/Tools-Mixed-v1 --variants grpo,roadmopd`` runs it per training seed, teachers
+included (the recipe :data:`~agentgym.baselines.config.TOOLS_MIXED`, whose env names the tools
+instead of listing their schemas: add ``--env-kwargs '{"schemas": false}'`` to every command
+below for a policy of small context). By hand::
 
     agentgym train --env agentgym/Tools-Mixed-v1 --steps 0 --out runs/mixed-sft
     for d in Ecommerce Accounts Travel; do

@@ -57,9 +57,10 @@ class ToolsEnv(AgentEnv[str, str]):
     schema before it runs; a bad call returns a structured error and changes nothing.
 
     ## Observation
-    Text: the user's request, the tools' schemas (first turn) or their names, the results or
-    errors of the last action's calls (or the user's reply to a question, or why the action
-    broke the grammar), and the turn count followed by the grammar.
+    Text: the user's request, the tools' schemas (first turn; their names with
+    ``schemas=False``) or their names, the results or errors of the last action's calls (or
+    the user's reply to a question, or why the action broke the grammar), and the turn count
+    followed by the grammar.
 
     ## Action
     Text: optional ``<think>…</think>``, then one or more ``<tool_call>{"name": …,
@@ -126,6 +127,7 @@ class ToolsEnv(AgentEnv[str, str]):
         overlap: str = "turn",
         clock: str = "virtual",
         clock_scale: float = 1.0,
+        schemas: bool = True,
         **kwargs: Any,
     ):
         """Create the env (a subclass per domain names it).
@@ -142,6 +144,10 @@ class ToolsEnv(AgentEnv[str, str]):
             clock: "virtual" (no waiting) or "real": calls and the agent's writing really
                 sleep, for measuring wall time (see ``envs/tools/realclock.py``).
             clock_scale: real seconds slept per virtual second in the real clock mode.
+            schemas: the first observation lists the tools' JSON schemas (the registered
+                ids); False names them only, as every later turn does: for a small policy
+                whose context would otherwise cut the request off a first prompt of ~1,800
+                tokens, and which learns the arguments from its demonstrations.
             **kwargs: split, privileged, max_turns, render_mode (see ``AgentEnv``).
         """
         if self.domain not in DOMAINS:
@@ -150,6 +156,7 @@ class ToolsEnv(AgentEnv[str, str]):
         self.async_calls = bool(async_calls)
         self.world_seed = int(world_seed)
         self.grammar_in_errors = bool(grammar_in_errors)
+        self.schemas = bool(schemas)
         self._world = _world(self.domain, self.world_seed)
         if not tool_latency_scale > 0:
             raise BadInput(f"tool_latency_scale must be > 0, got {tool_latency_scale}")
@@ -401,12 +408,12 @@ class ToolsEnv(AgentEnv[str, str]):
     def _render(self, lines: list[str], first: bool) -> str:
         task = self.task
         head = [f"User: {task.request}"]
-        if first:
+        if first and self.schemas:
             head += ["", "Tools (JSON Schema):", self._world.tools_text]
-            if self.overlap == "cross" and self.async_calls:
-                head += ["", CROSS_NOTE]
         else:
             head += [f"Tools: {self._world.tool_names}"]
+        if first and self.overlap == "cross" and self.async_calls:
+            head += ["", CROSS_NOTE]
         body = ["", *lines] if lines else []
         turn = f"Turn {self._turn + 1} of {self.max_turns}. {GRAMMAR}"
         return "\n".join([*head, *body, "", turn])

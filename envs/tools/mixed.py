@@ -61,6 +61,7 @@ class MixedToolsEnv(AgentEnv[str, str]):
         overlap: str = "turn",
         clock: str = "virtual",
         clock_scale: float = 1.0,
+        schemas: bool = True,
         **kwargs: Any,
     ):
         """Build one env per domain with the same arguments.
@@ -75,6 +76,7 @@ class MixedToolsEnv(AgentEnv[str, str]):
             overlap: with ``async_calls``, "turn" or "cross".
             clock: "virtual" or "real".
             clock_scale: real seconds slept per virtual second in the real clock mode.
+            schemas: list the tools' JSON schemas in the first observation (False: names).
             **kwargs: split, privileged, max_turns, render_mode (see ``AgentEnv``).
         """
         super().__init__(**kwargs)
@@ -86,6 +88,7 @@ class MixedToolsEnv(AgentEnv[str, str]):
             "overlap": overlap,
             "clock": clock,
             "clock_scale": clock_scale,
+            "schemas": schemas,
             **kwargs,
             "max_turns": self.max_turns,
         }

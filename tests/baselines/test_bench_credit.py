@@ -2,11 +2,9 @@
 
 import itertools
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+from clirun import cli
 from rich.console import Console
 
 from agentgym.baselines.bench import credit as bench_credit
@@ -15,18 +13,6 @@ from agentgym.baselines.policies.tokenizer import collect_env_text, train_tokeni
 from agentgym.baselines.policies.uniform import UniformPolicy
 from agentgym.baselines.rollout import EnvPool, RolloutConfig, collect
 from agentgym.baselines.truth import analytic, monte_carlo, scored_turns
-
-
-def run_cli(*args):
-    """``agentgym ARGS`` in a fresh process (wide columns, text out)."""
-    return subprocess.run(
-        [sys.executable, "-m", "agentgym.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "200"},
-        timeout=600,
-        check=False,
-    )
 
 
 def _gap(values: dict) -> float:
@@ -70,7 +56,7 @@ def test_monte_carlo_truth_agrees_with_the_analytic_advantages(env_id, kwargs, k
 
 def test_quick_bench_lists_every_variant_with_its_fidelity_or_a_reason(tmp_path):
     out, figure = tmp_path / "credit.json", tmp_path / "credit.png"
-    result = run_cli("bench", "credit", "--quick", "--json", str(out), "--plot", str(figure))
+    result = cli("bench", "credit", "--quick", "--json", str(out), "--plot", str(figure))
     assert result.returncode == 0, result.stderr
     doc = json.loads(out.read_text())
     assert doc["part"] == "credit" and doc["env"] == "agentgym/Credit-KeyDoor-v0"
@@ -128,7 +114,7 @@ def test_a_policy_without_analytic_values_is_measured_by_monte_carlo():
     ],
 )
 def test_bad_options_exit_2_with_one_line(args, message):
-    result = run_cli("bench", "credit", "--quick", *args)
+    result = cli("bench", "credit", "--quick", *args)
     assert result.returncode == 2 and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 

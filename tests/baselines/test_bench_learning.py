@@ -2,10 +2,10 @@
 the full run, never asserted), and its refusals."""
 
 import io
+import json
 import re
-import subprocess
-import sys
 
+from clirun import cli
 from rich.console import Console
 
 from agentgym.bench import run_bench
@@ -46,13 +46,7 @@ def test_quick_run_spends_one_token_budget_per_variant_and_seed_and_says_so(tmp_
 
 
 def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "agentgym.cli", "bench", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return cli("bench", *args, timeout=300)
 
 
 def test_clashing_or_misplaced_variants_exit_2_before_any_work():
@@ -119,6 +113,39 @@ def test_the_alfworld_recipe_keeps_the_task_in_view_from_warm_start_to_evaluatio
     assert doc["env"] == "agentgym/ALFWorld-Small-v0"
     assert (doc["budget"]["history"], doc["budget"]["pin_first"]) == (2, True)
     assert [r["variant"] for r in doc["rows"]] == ["sft", "gigpo"]
+
+
+def test_the_tools_recipe_trains_a_teacher_per_domain_for_roadmopd_and_reports_their_cost(
+    tmp_path,
+):
+    work = tmp_path / "work"
+    console = Console(file=io.StringIO(), width=300)
+    doc = run_bench(
+        "learning",
+        console,
+        quick=True,
+        rl_steps=1,
+        seeds=1,
+        variants="grpo,roadmopd",
+        env="agentgym/Tools-Mixed-v1",
+        work=str(work),
+    )
+    assert [r["variant"] for r in doc["rows"]] == ["sft", "grpo", "roadmopd"]
+    assert doc["budget"]["env_kwargs"] == '{"schemas": false}'
+    domains = ("ecommerce", "accounts", "travel")
+    for domain in domains:  # each teacher: the recipe's grpo on its domain, from the warm start
+        (config,) = [json.loads((work / f"teacher-{domain}-0" / "train_config.json").read_text())]
+        assert config["env"] == f"agentgym/Tools-{domain.capitalize()}-v1"
+        assert (config["credit"], config["init"]) == ("grpo", str(work / "warm-0" / "sft"))
+    student = json.loads((work / "roadmopd-0" / "train_config.json").read_text())
+    assert student["teachers"] == ",".join(f"{d}={work}/teacher-{d}-0" for d in domains)
+    rows = {r["variant"]: r for r in doc["rows"]}
+    assert rows["roadmopd"]["teachers_train_seconds"][0] > 0
+    assert rows["grpo"]["teachers_train_seconds"] == [0.0]
+    assert json.loads((work / "grpo-0" / "train_config.json").read_text())["teachers"] == ""
+    # the evaluation played the env the runs trained on
+    scored = json.loads((work / "roadmopd-0" / "bench-learning.json").read_text())
+    assert [e["kwargs"] for e in scored["result"]["doc"]["envs"]] == [{"schemas": False}]
 
 
 def test_a_work_folder_resumes_finished_runs_and_lets_seeds_run_apart(tmp_path):

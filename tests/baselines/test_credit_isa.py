@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import copy
-import csv
 import math
-import os
-import subprocess
-import sys
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from clirun import TINY_RUN, cli, rl_rows
 from hf_model import write_hf_model
 
 from agentgym.baselines.batch import Batch, StepContext, Trajectory, Turn
@@ -199,55 +196,34 @@ def test_recoverability_rises_once_the_answer_bearing_evidence_is_read(policy):
 
 
 # ---------------------------------------------------------------------------------- CLI
-TINY = ("--sft-steps", "2", "--sft-episodes", "2", "--steps", "1", "--tasks-per-step", "2")
-TINY += ("--group-size", "2", "--eval-every", "0", "--no-tensorboard", "--max-new-tokens", "16")
+TINY = (*TINY_RUN, "--max-new-tokens", "16")
 FEW = ("--credit-settings", '{"isa": {"samples": 2, "calibrate_probes": 4}}')
-
-
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "agentgym.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "COLUMNS": "200"},
-        check=False,
-    )
-
-
-def _rl_row(ckpt):
-    with (ckpt / "metrics.csv").open() as f:
-        rows = [row for row in csv.DictReader(f) if row["phase"] == "rl"]
-    assert len(rows) == 1
-    return rows[0]
 
 
 @pytest.mark.parametrize("env_id", [SMALL, "agentgym/Search-Free-Small-v0"])
 def test_the_cli_trains_a_step_with_the_tiny_policy(tmp_path, env_id):
     ckpt = tmp_path / "ckpt"
-    out = _cli(
+    out = cli(
         "train", "--credit", "grpo+isa", "--env", env_id, "--preset", "nano",
         "--out", str(ckpt), *TINY, *FEW,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    row = _rl_row(ckpt)
+    (row,) = rl_rows(ckpt)
     assert 0.0 <= float(row["isa/k_mean"]) <= 1.0 and "isa/calibration_success" in row
 
 
 def test_the_cli_trains_a_step_with_a_hugging_face_model(tmp_path):
     model = write_hf_model(tmp_path / "model", collect_env_text(SMALL, episodes=4))
     ckpt = tmp_path / "ckpt"
-    out = _cli(
+    out = cli(
         "train", "--credit", "grpo+isa", "--policy", str(model), "--out", str(ckpt), *TINY, *FEW
     )
     assert out.returncode == 0, out.stderr
-    assert 0.0 <= float(_rl_row(ckpt)["isa/k_mean"]) <= 1.0
+    assert 0.0 <= float(rl_rows(ckpt)[0]["isa/k_mean"]) <= 1.0
 
 
 @pytest.mark.parametrize("env_id", ["agentgym/Credit-KeyDoor-v0", "agentgym/Tools-Ecommerce-v0"])
 def test_the_cli_refuses_a_non_search_env(tmp_path, env_id):
-    out = _cli(
-        "train", "--credit", "grpo+isa", "--env", env_id, "--out", str(tmp_path / "x"), *TINY
-    )
+    out = cli("train", "--credit", "grpo+isa", "--env", env_id, "--out", str(tmp_path / "x"), *TINY)
     assert out.returncode == 2, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "isa needs" in out.stderr

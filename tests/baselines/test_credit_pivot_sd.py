@@ -5,14 +5,11 @@ teacher rejects; the RL advantages are grpo's; the CLI."""
 from __future__ import annotations
 
 import copy
-import csv
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
+from clirun import TINY_RUN, cli, rl_rows
 from hf_model import write_hf_model
 
 from agentgym.baselines.batch import Batch, StepContext
@@ -156,41 +153,25 @@ def test_bad_settings_and_envs_without_a_privileged_text_are_refused():
     assert (cfg.tau, cfg.q, cfg.k, cfg.sd_coef, cfg.ul_coef) == (2.0, 0.1, 16, 0.1, 0.1)
 
 
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "agentgym.cli", "train", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "COLUMNS": "200"},
-        check=False,
-    )
-
-
-TINY_RUN = (
-    *("--sft-steps", "2", "--sft-episodes", "2", "--steps", "1", "--tasks-per-step", "2"),
-    *("--group-size", "2", "--eval-every", "0", "--no-tensorboard"),
-)
-
-
 def test_grpo_pivot_sd_trains_a_step_from_the_cli_on_the_tiny_and_a_hf_policy(tmp_path):
     model = write_hf_model(tmp_path / "m", collect_env_text(SMALL, episodes=4))
     for name, policy in (("tiny", ("--preset", "nano")), ("hf", ("--policy", str(model)))):
         out = tmp_path / name
-        run = _cli(
+        run = cli(
+            "train",
             *("--out", str(out), "--env", SMALL, "--credit", "grpo+pivot_sd"),
             *(*policy, *TINY_RUN),
         )
         assert run.returncode == 0, run.stderr
-        with (out / "metrics.csv").open() as f:
-            (row,) = [r for r in csv.DictReader(f) if r["phase"] == "rl"]
+        (row,) = rl_rows(out)
         assert float(row["pivot_sd/pivots"]) > 0 and float(row["teachers/forwards"]) > 0
 
 
 def test_the_cli_refuses_a_bad_setting_with_one_line(tmp_path):
     # every registered env now has a privileged text: envs without one are refused by
     # Plan.check (test_..._refused above), the same check the CLI runs before any work
-    run = _cli(
+    run = cli(
+        "train",
         *("--out", str(tmp_path / "x"), "--credit", "grpo+pivot_sd"),
         *("--credit-settings", '{"pivot_sd": {"q": 0}}'),
     )

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import copy
-import csv
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
+from clirun import TINY_RUN, cli, rl_rows, script
 from hf_model import write_hf_model
 
 from agentgym.baselines.batch import Batch, StepContext
@@ -130,47 +127,25 @@ def test_replace_mode_zeroes_the_advantages_and_add_mode_keeps_them(rollouts):
 
 
 # ---------------------------------------------------------------------------------- CLI
-TINY = ("--sft-steps", "2", "--sft-episodes", "2", "--steps", "1", "--tasks-per-step", "2")
-TINY += ("--group-size", "2", "--eval-every", "0", "--no-tensorboard", "--max-new-tokens", "16")
-
-
-def _cli(*args, script=None):
-    head = [sys.executable, "-c", script] if script else [sys.executable, "-m", "agentgym.cli"]
-    return subprocess.run(
-        [*head, *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "COLUMNS": "200"},
-        check=False,
-    )
-
-
-def _rl_row(ckpt):
-    with (ckpt / "metrics.csv").open() as f:
-        rows = [row for row in csv.DictReader(f) if row["phase"] == "rl"]
-    assert len(rows) == 1
-    return rows[0]
+TINY = (*TINY_RUN, "--max-new-tokens", "16")
 
 
 def test_the_cli_trains_a_step_with_the_tiny_policy(tmp_path):
     ckpt = tmp_path / "ckpt"
-    out = _cli(
-        "train", "--credit", "grpo+renyi_opsd", "--preset", "nano", "--out", str(ckpt), *TINY
-    )
+    out = cli("train", "--credit", "grpo+renyi_opsd", "--preset", "nano", "--out", str(ckpt), *TINY)
     assert out.returncode == 0, out.stderr
-    row = _rl_row(ckpt)
+    (row,) = rl_rows(ckpt)
     assert float(row["renyi_opsd/divergence"]) > 0 and float(row["teachers/forwards"]) > 0
 
 
 def test_the_cli_trains_a_step_with_a_hugging_face_model(tmp_path):
     model = write_hf_model(tmp_path / "model", collect_env_text(SMALL, episodes=4))
     ckpt = tmp_path / "ckpt"
-    out = _cli(
+    out = cli(
         "train", "--credit", "grpo+renyi_opsd", "--policy", str(model), "--out", str(ckpt), *TINY
     )
     assert out.returncode == 0, out.stderr
-    row = _rl_row(ckpt)
+    (row,) = rl_rows(ckpt)
     # a random tiny model barely tells the views apart: a divergence near 0, up to rounding
     assert abs(float(row["renyi_opsd/divergence"])) < 1.0 and float(row["teachers/forwards"]) > 0
 
@@ -190,9 +165,9 @@ main(sys.argv[1:])
 
 
 def test_the_cli_refuses_an_env_without_privileged_context(tmp_path):
-    out = _cli(
-        "train", "--credit", "grpo+renyi_opsd", "--env", "agentgym/Credit-Plain-v0",
-        "--out", str(tmp_path / "x"), *TINY, script=NO_CONTEXT,
+    out = script(
+        NO_CONTEXT, "train", "--credit", "grpo+renyi_opsd", "--env", "agentgym/Credit-Plain-v0",
+        "--out", str(tmp_path / "x"), *TINY,
     )  # fmt: skip
     assert out.returncode == 2, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1

@@ -4,15 +4,12 @@ rollouts, and the trainer's start-up checks."""
 from __future__ import annotations
 
 import copy
-import csv
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from clirun import cli, rl_rows
 from hf_model import write_hf_model
 
 from agentgym.baselines.batch import Batch, StepContext
@@ -190,14 +187,7 @@ def test_rollouts_are_routed_by_domain_and_weighted_by_agreement(tools_policy, t
 
 # ---------------------------------------------------------------------- the CLI
 def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "agentgym.cli", "train", *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "COLUMNS": "200"},
-        check=False,
-    )
+    return cli("train", *args, timeout=900)
 
 
 TINY_RUN = (
@@ -211,13 +201,6 @@ def _teachers(policy, tmp_path) -> str:
     a = save_policy_checkpoint(policy, tmp_path / "ta")
     b = save_policy_checkpoint(_perturbed(policy, 0.1, 3), tmp_path / "tb")
     return f"ecommerce={a},accounts={b},travel={a}"
-
-
-def _roadmopd_metrics(out: Path) -> dict[str, str]:
-    with (out / "metrics.csv").open() as f:
-        rl = [row for row in csv.DictReader(f) if row["phase"] == "rl"]
-    assert len(rl) == 1
-    return rl[0]
 
 
 def test_cli_trains_a_student_from_teachers_sharing_its_warm_start(tmp_path):
@@ -234,7 +217,7 @@ def test_cli_trains_a_student_from_teachers_sharing_its_warm_start(tmp_path):
         *("--out", str(tmp_path / "student"), "--teachers", teachers, *TINY_RUN),
     )
     assert out.returncode == 0, out.stderr
-    row = _roadmopd_metrics(tmp_path / "student")
+    (row,) = rl_rows(tmp_path / "student")
     assert float(row["teachers/forwards"]) > 0 and row["roadmopd/loss"] != ""
     assert 0.0 <= float(row["roadmopd/eta"]) <= 1.0
 
@@ -249,7 +232,7 @@ def test_cli_trains_a_hugging_face_student(tmp_path):
         *("--out", str(tmp_path / "student"), "--teachers", teachers, *TINY_RUN),
     )
     assert out.returncode == 0, out.stderr
-    assert float(_roadmopd_metrics(tmp_path / "student")["roadmopd/routed/ecommerce"]) == 1.0
+    assert float(rl_rows(tmp_path / "student")[0]["roadmopd/routed/ecommerce"]) == 1.0
 
 
 @pytest.mark.parametrize(

@@ -4,17 +4,14 @@ with a teacher that knows the best action, unchanged RL advantages, and the CLI.
 from __future__ import annotations
 
 import copy
-import csv
 import math
-import os
 import re
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import gymnasium as gym
 import pytest
 import torch
+from clirun import TINY_RUN, cli, rl_rows
 from hf_model import write_hf_model
 
 from agentgym.baselines.batch import Batch, StepContext
@@ -224,47 +221,26 @@ def test_settings_and_envs_without_a_privileged_text_are_refused():
     assert compose("grpo+sdar", {"sdar": {"gate": "soft_or"}}).variants[-1].cfg.gate == "soft_or"
 
 
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "agentgym.cli", "train", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "COLUMNS": "200"},
-        check=False,
-    )
-
-
-TINY_RUN = (
-    *("--sft-steps", "2", "--sft-episodes", "2", "--steps", "1", "--tasks-per-step", "2"),
-    *("--group-size", "2", "--eval-every", "0", "--no-tensorboard"),
-)
-
-
-def _rl_row(out):
-    with (out / "metrics.csv").open() as f:
-        (row,) = [r for r in csv.DictReader(f) if r["phase"] == "rl"]
-    return row
-
-
 def test_gigpo_sdar_trains_a_step_from_the_cli_on_the_tiny_and_a_hf_policy(tmp_path):
     model = write_hf_model(tmp_path / "m", collect_env_text(SMALL, episodes=4))
     settings = '{"sdar": {"gate": "soft_or"}}'
     for name, policy in (("tiny", ("--preset", "nano")), ("hf", ("--policy", str(model)))):
         out = tmp_path / name
-        run = _cli(
+        run = cli(
+            "train",
             *("--out", str(out), "--env", SMALL, "--credit", "gigpo+sdar"),
             *("--credit-settings", settings, *policy, *TINY_RUN),
         )
         assert run.returncode == 0, run.stderr
-        row = _rl_row(out)
+        (row,) = rl_rows(out)
         assert 0.0 < float(row["sdar/gate_mean"]) < 1.0 and float(row["teachers/forwards"]) > 0
 
 
 def test_the_cli_refuses_a_bad_setting_with_one_line(tmp_path):
     # every registered env now has a privileged text: envs without one are refused by
     # Plan.check (test_..._refused above), the same check the CLI runs before any work
-    run = _cli(
+    run = cli(
+        "train",
         *("--out", str(tmp_path / "x"), "--credit", "grpo+sdar"),
         *("--credit-settings", '{"sdar": {"gate": "max"}}'),
     )

@@ -1,15 +1,11 @@
 """TRACE: the reference's belief in the gold answer, as the share of the gap to the gold
 evidence closed, TD-backed up and added to the outcome advantage."""
 
-import csv
-import os
-import subprocess
-import sys
-
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from clirun import TINY_RUN, cli, rl_rows
 
 from agentgym.baselines.credit import Batch, StepContext, Trajectory, Turn, compose, get
 from agentgym.baselines.credit.trace import (
@@ -273,19 +269,8 @@ def test_the_search_env_fits():
     compose("grpo+trace").check(gym.make(SMALL, privileged=True))
 
 
-TINY_RUN = ["--sft-steps", "2", "--sft-episodes", "2", "--steps", "1", "--tasks-per-step", "2"]
-TINY_RUN += ["--group-size", "2", "--eval-every", "0", "--no-tensorboard"]
-
-
 def _train(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "agentgym.cli", "train", *TINY_RUN, *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "COLUMNS": "200"},
-        check=False,
-    )
+    return cli("train", *TINY_RUN, *args)
 
 
 def test_cli_trains_one_step_with_the_tiny_policy(tmp_path):
@@ -311,9 +296,7 @@ def test_cli_trains_one_step_with_an_hf_model(tmp_path):
 
 def _probes(out):
     """The reference probes the run's last step made (its metrics.csv)."""
-    with open(out / "metrics.csv") as f:
-        rows = list(csv.DictReader(f))
-    return float(rows[-1]["trace/probes"])
+    return float(rl_rows(out)[-1]["trace/probes"])
 
 
 def test_cli_refuses_a_misfitting_env_with_exit_2_and_one_line(tmp_path):

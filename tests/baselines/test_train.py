@@ -4,13 +4,11 @@ bad variants; a tiny run leaves a checkpoint that the harness evaluates."""
 import copy
 import csv
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
+from clirun import cli, rl_rows
 from hf_model import write_hf_model
 
 from agentgym.baselines.batch import Batch, StepContext
@@ -99,18 +97,6 @@ def test_zero_advantages_change_no_policy_parameter(setup):
     assert not any(changed.values()), [n for n, c in changed.items() if c]
 
 
-def _cli(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "agentgym.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=cwd,
-        env={**os.environ, "COLUMNS": "200"},
-        check=False,
-    )
-
-
 def test_noisy_warm_start_leaves_the_oracle_path_deterministically(setup):
     policy, _ = setup
     clean = oracle_demos(TrainConfig.from_options(sft_episodes=6), policy)
@@ -158,14 +144,14 @@ def test_a_warm_start_without_think_keeps_the_actions_and_drops_the_quotes(setup
     ],
 )
 def test_train_refuses_bad_options_with_exit_2(tmp_path, args, words):
-    out = _cli("train", "--out", str(tmp_path / "ckpt"), *args)
+    out = cli("train", "--out", str(tmp_path / "ckpt"), *args)
     assert out.returncode == 2, out.stderr
     assert words in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
 def test_a_tiny_run_leaves_a_checkpoint_the_harness_evaluates(tmp_path):
     ckpt = tmp_path / "ckpt"
-    out = _cli(
+    out = cli(
         "train",
         "--out",
         str(ckpt),
@@ -212,7 +198,7 @@ def test_a_tiny_run_leaves_a_checkpoint_the_harness_evaluates(tmp_path):
     last = list(csv.DictReader((ckpt / "metrics.csv").open()))[-1]
     assert float(last["val_success"]) == cold["aggregates"][env_id]["mean"]
     results = tmp_path / "r.json"
-    evaluated = _cli(
+    evaluated = cli(
         "eval", "--agent", str(ckpt), "--env", SMALL, "--seeds", "3", "--out", str(results)
     )
     assert evaluated.returncode == 0, evaluated.stderr
@@ -229,20 +215,19 @@ def test_each_family_trains_a_step_and_its_checkpoint_plays(tmp_path, env_id):
     """The trainer is not tied to the search envs: warm start, one gigpo step (state keys)
     and an evaluation of the checkpoint on a text game and on the tool-call env."""
     ckpt = tmp_path / "ckpt"
-    out = _cli(
+    out = cli(
         "train",
         *("--env", env_id, "--out", str(ckpt), "--preset", "nano", "--credit", "gigpo"),
         *("--sft-steps", "10", "--sft-episodes", "4", "--steps", "1", "--history", "1"),
         *("--tasks-per-step", "2", "--group-size", "2", "--eval-every", "0"),
     )
     assert out.returncode == 0, out.stderr
-    with (ckpt / "metrics.csv").open() as f:
-        rl = [row for row in csv.DictReader(f) if row["phase"] == "rl"]
+    rl = rl_rows(ckpt)
     assert len(rl) == 1 and float(rl[0]["tokens"]) > 0
     if "World" in env_id:  # decoding is constrained to the admissible commands
         assert float(rl[0]["invalid_rate"]) == 0.0
     results = tmp_path / "r.json"
-    evaluated = _cli(
+    evaluated = cli(
         "eval", "--agent", str(ckpt), "--env", env_id, "--seeds", "2", "--out", str(results)
     )
     assert evaluated.returncode == 0, evaluated.stderr
@@ -254,7 +239,7 @@ def test_train_passes_env_kwargs_to_every_env_it_makes(tmp_path):
     evaluation with the same constructor argument; a malformed or split-setting one is exit 2."""
     ckpt = tmp_path / "ckpt"
     shop = "agentgym/Shop-Small-v0"
-    out = _cli(
+    out = cli(
         "train",
         *("--env", shop, "--env-kwargs", '{"menu": true}', "--out", str(ckpt)),
         *("--preset", "nano", "--sft-steps", "5", "--sft-episodes", "2", "--steps", "1"),
@@ -264,7 +249,7 @@ def test_train_passes_env_kwargs_to_every_env_it_makes(tmp_path):
     manifest = json.loads((ckpt / "agentgym_agent.json").read_text())
     assert manifest["config"]["train"]["env_kwargs"] == '{"menu": true}'
     results = tmp_path / "r.json"
-    evaluated = _cli(
+    evaluated = cli(
         "eval", "--agent", str(ckpt), "--env", shop, "--env-kwarg", "menu=true",
         "--seeds", "2", "--out", str(results),
     )  # fmt: skip
@@ -272,7 +257,7 @@ def test_train_passes_env_kwargs_to_every_env_it_makes(tmp_path):
     doc = json.loads(results.read_text())
     assert all(e["error"] is None for e in doc["episodes"])
     for bad in ("[1]", '{"split": "test"}', "{menu"):
-        refused = _cli("train", "--env", shop, "--env-kwargs", bad, "--out", str(tmp_path / "x"))
+        refused = cli("train", "--env", shop, "--env-kwargs", bad, "--out", str(tmp_path / "x"))
         assert refused.returncode == 2 and "--env-kwargs" in refused.stderr
 
 
@@ -352,7 +337,7 @@ def test_both_layouts_train_and_evaluate_with_the_prompts_they_trained_on(
 
 
 def test_a_bad_layout_is_refused_before_any_work(tmp_path):
-    out = _cli("train", "--out", str(tmp_path / "ckpt"), "--layout", "sideways")
+    out = cli("train", "--out", str(tmp_path / "ckpt"), "--layout", "sideways")
     assert out.returncode == 2 and "layout" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "ckpt").exists()
@@ -486,10 +471,6 @@ def test_a_token_budget_stops_rl_once_the_rollouts_generated_that_many(tmp_path)
         preset="nano", sft_steps=0, tasks_per_step=1, group_size=2, max_new_tokens=40,
         eval_every=0, tensorboard=False, aggregation="token-mean",
     )  # fmt: skip
-
-    def rl_rows(out):
-        with (out / "metrics.csv").open() as f:
-            return [r for r in csv.DictReader(f) if r["phase"] == "rl"]
 
     one = rl_rows(train(base.with_options(token_budget=1), tmp_path / "one"))
     assert len(one) == 1

@@ -1,11 +1,9 @@
 """verify replays sampled episodes: honest files reproduce, edited transcripts do not."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+from clirun import cli
 
 from agentgym.harness.evaluate import evaluate, finish
 from agentgym.leaderboard.store import Leaderboard
@@ -48,18 +46,6 @@ def test_edited_episodes_with_recomputed_aggregates_are_not_reproduced(board):
 
 def test_cli_submit_leaderboard_verify(tmp_path):
     results, db = tmp_path / "r.json", tmp_path / "lb.db"
-    env = {**os.environ, "COLUMNS": "200"}
-
-    def cli(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "agentgym.cli", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-            check=False,
-        )
-
     assert (
         cli(
             "eval", "--agent", "oracle", "--env", SMALL, "--seeds", "6", "--out", str(results)

@@ -204,6 +204,26 @@ def test_the_first_observation_shows_every_schema_and_info_the_parsed_calls():
     assert [action[s["start"] : s["end"]][:7] for s in info["segments"]] == ["<think>", "<tool_c"]
 
 
+@pytest.mark.parametrize("env_id", ["agentgym/Tools-Travel-v1", "agentgym/Tools-Mixed-v1"])
+def test_without_schemas_the_episode_is_the_same_but_the_first_observation_names_the_tools(
+    env_id,
+):
+    full, short = agentgym.make(env_id), agentgym.make(env_id, schemas=False)
+    for seed in range(6):
+        a, info_a = full.reset(seed=seed)
+        b, info_b = short.reset(seed=seed)
+        assert info_a["task_id"] == info_b["task_id"] and "JSON Schema" not in b
+        request = a.splitlines()[0]
+        assert b.startswith(request + "\nTools: ") and len(b) < len(a) / 3
+        while True:
+            action = full.unwrapped.oracle_action()
+            a, r_a, term, trunc, _ = full.step(action)
+            b, r_b, *_ = short.step(action)
+            assert (a, r_a) == (b, r_b)  # only the first observation differs
+            if term or trunc:
+                break
+
+
 def _invalid_then_oracle(env):
     """The observations of a reset, two invalid actions and one oracle action."""
     obs, _ = env.reset(seed=1)
