@@ -82,17 +82,16 @@ def test_an_env_without_a_recipe_or_a_variant_that_misfits_it_exits_2_before_any
     assert "warm start" not in misfit.stdout
 
 
-def test_the_free_text_recipe_trains_slca_and_dre_from_one_warm_start():
-    console = Console(file=io.StringIO(), width=200)
-    doc = run_bench(
-        "learning",
-        console,
-        quick=True,
-        rl_steps=1,
-        seeds=1,
-        variants="slca,dre",
-        env="agentgym/Search-Free-Small-v0",
+def _one_step(env, variants, **options):
+    """An env's recipe, quick: one seed, one RL step per variant."""
+    console = Console(file=io.StringIO(), width=300)
+    return run_bench(
+        "learning", console, quick=True, rl_steps=1, seeds=1, variants=variants, env=env, **options
     )
+
+
+def test_the_free_text_recipe_trains_slca_and_dre_from_one_warm_start():
+    doc = _one_step("agentgym/Search-Free-Small-v0", "slca,dre")
     assert doc["env"] == "agentgym/Search-Free-Small-v0" and doc["budget"]["steps"] == 1
     assert doc["budget"]["sft_think"] is False
     assert [r["variant"] for r in doc["rows"]] == ["sft", "slca", "dre"]
@@ -100,16 +99,7 @@ def test_the_free_text_recipe_trains_slca_and_dre_from_one_warm_start():
 
 
 def test_the_alfworld_recipe_keeps_the_task_in_view_from_warm_start_to_evaluation():
-    console = Console(file=io.StringIO(), width=200)
-    doc = run_bench(
-        "learning",
-        console,
-        quick=True,
-        rl_steps=1,
-        seeds=1,
-        variants="gigpo",
-        env="agentgym/ALFWorld-Small-v0",
-    )
+    doc = _one_step("agentgym/ALFWorld-Small-v0", "gigpo")
     assert doc["env"] == "agentgym/ALFWorld-Small-v0"
     assert (doc["budget"]["history"], doc["budget"]["pin_first"]) == (2, True)
     assert [r["variant"] for r in doc["rows"]] == ["sft", "gigpo"]
@@ -119,22 +109,12 @@ def test_the_tools_recipe_trains_a_teacher_per_domain_for_roadmopd_and_reports_t
     tmp_path,
 ):
     work = tmp_path / "work"
-    console = Console(file=io.StringIO(), width=300)
-    doc = run_bench(
-        "learning",
-        console,
-        quick=True,
-        rl_steps=1,
-        seeds=1,
-        variants="grpo,roadmopd",
-        env="agentgym/Tools-Mixed-v1",
-        work=str(work),
-    )
+    doc = _one_step("agentgym/Tools-Mixed-v1", "grpo,roadmopd", work=str(work))
     assert [r["variant"] for r in doc["rows"]] == ["sft", "grpo", "roadmopd"]
     assert doc["budget"]["env_kwargs"] == '{"schemas": false}'
     domains = ("ecommerce", "accounts", "travel")
     for domain in domains:  # each teacher: the recipe's grpo on its domain, from the warm start
-        (config,) = [json.loads((work / f"teacher-{domain}-0" / "train_config.json").read_text())]
+        config = json.loads((work / f"teacher-{domain}-0" / "train_config.json").read_text())
         assert config["env"] == f"agentgym/Tools-{domain.capitalize()}-v1"
         assert (config["credit"], config["init"]) == ("grpo", str(work / "warm-0" / "sft"))
     student = json.loads((work / "roadmopd-0" / "train_config.json").read_text())
