@@ -118,6 +118,10 @@ class Trajectory:
     """Horvitz-Thompson / importance weight of this rollout."""
     edited: bool = False
     """edited off-policy (DRE): ``logp_old`` must be recomputed."""
+    auxiliary: bool = False
+    """a rollout a variant played to estimate credit at a state of the batch (a twin, a
+    nested continuation): its tokens count as generated, but it is no member of its GRPO
+    group (:meth:`Batch.groups` leaves it out) and no rollout whose credit is measured."""
     prompt: PromptFormat | None = None
     """the prompt format its turns' prompts were built with (None: built elsewhere)."""
     extras: dict[str, Any] = field(default_factory=dict)
@@ -182,10 +186,14 @@ class Batch:
         return torch.device("cpu")
 
     def groups(self) -> dict[str, list[int]]:
-        """Group id -> trajectory indices, both in order of first appearance."""
+        """Group id -> trajectory indices, both in order of first appearance.
+
+        Auxiliary rollouts (``Trajectory.auxiliary``) belong to no group.
+        """
         out: dict[str, list[int]] = {}
         for i, traj in enumerate(self.trajectories):
-            out.setdefault(traj.group_id, []).append(i)
+            if not traj.auxiliary:
+                out.setdefault(traj.group_id, []).append(i)
         return out
 
     def keys(self) -> list[Key]:

@@ -101,6 +101,8 @@ class _Slot:
     info: dict[str, Any]
     history: History
     key: int | None
+    first_key: tuple[int, int] | None = None
+    """``(turn, full key)``: the key that turn samples with instead of ``key * 1000 + turn``."""
 
 
 def pick_tasks(pool: EnvPool, n: int, rng: np.random.Generator) -> list[tuple[str, int]]:
@@ -123,6 +125,7 @@ def collect(
     cfg: RolloutConfig,
     *,
     gumbel_keys: list[int] | None = None,
+    env_keys: list[int] | None = None,
 ) -> list[Trajectory]:
     """Play ``group_size`` rollouts of each (task_id, seed), all envs advancing together.
 
@@ -134,18 +137,23 @@ def collect(
         cfg: generation settings and layout.
         gumbel_keys: per rollout, a key that fixes its sampling noise (twins share a key);
             turn ``k`` of a rollout with key ``c`` samples with key ``c * 1000 + k``.
+        env_keys: per rollout, a key for the env-side noise: the env is keyed with
+            ``set_rng(key)`` after its reset, so a :func:`branch` given the same env key
+            draws the same noise at the same turns (twin rollouts).
 
     Returns:
         One trajectory per rollout, groups contiguous, in task order; ``node_id`` is
         ``"{group_id}:{j}"`` for the group's ``j``-th rollout, ``prompt`` is ``cfg.prompt``.
     """
     rows = [(task, seed, j) for task, seed in tasks for j in range(group_size)]
-    if gumbel_keys is not None and len(gumbel_keys) != len(rows):
-        raise ValueError(f"{len(gumbel_keys)} gumbel_keys for {len(rows)} rollouts")
+    _check_keys(len(rows), gumbel_keys=gumbel_keys, env_keys=env_keys)
     pool.grow(len(rows))
     slots = []
     for n, ((task, seed, j), env) in enumerate(zip(rows, pool.envs, strict=False)):
         obs, info = env.reset(seed=seed, options={"task_id": task})
+        if env_keys is not None:
+            unwrapped: Any = env.unwrapped
+            unwrapped.set_rng(env_keys[n])
         group = f"{task}@{seed}"
         traj = Trajectory(
             task_id=task, group_id=group, seed=seed, node_id=f"{group}:{j}", prompt=cfg.prompt
@@ -167,6 +175,7 @@ def branch(
     *,
     gumbel_keys: list[int] | None = None,
     env_keys: list[int] | None = None,
+    first_keys: list[int] | None = None,
     forced: bool = False,
 ) -> list[Trajectory]:
     """Play ``n`` continuations from turn ``k`` of each ``(parent, k)``, all in lockstep.
@@ -189,6 +198,11 @@ def branch(
             ``set_rng(key)`` after the restore, so continuations with different keys draw
             independent env-side noise and continuations with equal keys the same (common
             random numbers); None keeps the noise the snapshot's generator gives.
+        first_keys: one key per returned trajectory: the first turn the continuation
+            generates (turn ``k``, or ``k + 1`` when ``forced``) samples with this key as is,
+            its later turns with ``gumbel_keys`` as above. A twin given its parent's gumbel
+            and env keys and a first key of its own draws a fresh action at turn ``k`` and
+            then shares the parent's noise wherever their contexts line up.
         forced: the continuation first takes the parent's own action at turn ``k``
             (teacher-forced: the parent's prompt, response and behaviour log-probs, the env's
             new answer, ``extras["forced"] = True``) and the policy acts from turn ``k + 1``;
@@ -211,9 +225,9 @@ def branch(
         )
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    for name, keys in (("gumbel_keys", gumbel_keys), ("env_keys", env_keys)):
-        if keys is not None and len(keys) != len(parents) * n:
-            raise ValueError(f"{len(keys)} {name} for {len(parents) * n} continuations")
+    if first_keys is not None and gumbel_keys is None:
+        raise ValueError("first_keys need gumbel_keys for the turns after the first")
+    _check_keys(len(parents) * n, gumbel_keys=gumbel_keys, env_keys=env_keys, first_keys=first_keys)
     pool.grow(len(parents) * n)
     envs = iter(pool.envs)
     slots: list[_Slot] = []
@@ -249,8 +263,11 @@ def branch(
             if env_keys is not None:
                 unwrapped.set_rng(env_keys[n_slot])
             key = None if gumbel_keys is None else gumbel_keys[n_slot]
+            first = None
+            if first_keys is not None:
+                first = (k + 1 if forced else k, first_keys[n_slot])
             obs, info = turn.extras["observation"], turn.extras["observation_info"]
-            slots.append(_Slot(env, traj, obs, info, history, key))
+            slots.append(_Slot(env, traj, obs, info, history, key, first))
     active = slots
     if forced:
         active = [
@@ -260,6 +277,13 @@ def branch(
         ]
     _play(policy, active, cfg, snapshots=cfg.snapshots)
     return [s.traj for s in slots]
+
+
+def _check_keys(n: int, **keys: list[int] | None) -> None:
+    """Refuse a key list (by its argument name) that does not give one key per rollout."""
+    for name, given in keys.items():
+        if given is not None and len(given) != n:
+            raise ValueError(f"{len(given)} {name} for {n} rollouts")
 
 
 def _each(parents: list[tuple[Trajectory, int]], n: int) -> list[tuple[Trajectory, int]]:
@@ -435,7 +459,7 @@ def _turn(policy: Policy, cfg: RolloutConfig, active: list[_Slot], snapshots: bo
         _check_context(policy, cfg, active, prompts, choices)
     keys = None
     if any(s.key is not None for s in active):
-        keys = [_require_key(s) * 1_000 + len(s.traj.turns) for s in active]
+        keys = [_turn_key(s) for s in active]
     acted = act(
         policy,
         prompts,
@@ -512,10 +536,14 @@ def _end(traj: Trajectory, reward: float, terminated: bool, truncated: bool, h: 
         traj.extras["next_prompt"] = h.prompt()
 
 
-def _require_key(slot: _Slot) -> int:
+def _turn_key(slot: _Slot) -> int:
+    """The Gumbel key of the slot's next turn (its first key there, else key * 1000 + turn)."""
     if slot.key is None:
         raise ValueError("gumbel keys must be given for every rollout or for none")
-    return slot.key
+    turn = len(slot.traj.turns)
+    if slot.first_key is not None and slot.first_key[0] == turn:
+        return slot.first_key[1]
+    return slot.key * 1_000 + turn
 
 
 def _check_context(

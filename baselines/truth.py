@@ -80,13 +80,14 @@ class TruthCost:
 def scored_turns(trajectories: list[Trajectory]) -> list[Key]:
     """The ``(i, k)`` turns whose credit is measured: each state-action the policy chose once.
 
-    Edited rollouts (off-policy copies) and the shared prefixes of branches (copies of the
-    parent's turns) are left out; so are turns without a snapshot.
+    Edited rollouts (off-policy copies), auxiliary ones (a variant's twins and nested
+    continuations) and the shared prefixes of branches (copies of the parent's turns) are left
+    out; so are turns without a snapshot.
     """
     return [
         (i, k)
         for i, traj in enumerate(trajectories)
-        if not traj.edited
+        if not traj.edited and not traj.auxiliary
         for k, turn in enumerate(traj.turns)
         if not turn.extras.get("shared") and "snapshot" in turn.extras
     ]

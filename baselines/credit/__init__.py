@@ -469,14 +469,15 @@ def compose(spec: str, config: Any = None) -> Plan:
 
     owners: dict[str, CreditVariant] = {}
     for v in named:
-        for slot in SINGLE_SLOTS:
-            if slot in v.slots:
-                if slot in owners:
-                    raise BadInput(
-                        f"{owners[slot].name} and {v.name} both fill the single slot {slot!r}; "
-                        "choose one of them"
-                    )
-                owners[slot] = v
+        clashes = [s for s in SINGLE_SLOTS if s in v.slots and s in owners]
+        if clashes:
+            other = owners[clashes[0]].name
+            which = " and ".join(repr(s) for s in clashes)
+            raise BadInput(
+                f"{other} and {v.name} both fill the single slot{'s' * (len(clashes) > 1)} "
+                f"{which}; choose one of them"
+            )
+        owners.update({s: v for s in SINGLE_SLOTS if s in v.slots})
     defaults = []
     for slot, default in SINGLE_SLOTS.items():
         if slot not in owners:

@@ -211,6 +211,10 @@ class SearchEnvBase(AgentEnv[str, Any]):
     def _golds(self) -> list[str]:
         return [self.question.answer, *self.question.aliases]
 
+    def answer_prefix(self) -> str:
+        """The text an answer action starts with; :meth:`check_answer` scores what follows."""
+        return "answer: "
+
     def check_answer(self, text: str) -> float:
         """1.0 for an exact match with the gold answer or an alias, else token F1."""
         return answer_score(text, self._golds())

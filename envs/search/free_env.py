@@ -212,6 +212,10 @@ class SearchFreeEnv(SearchEnvBase):
             },
         }
 
+    def answer_prefix(self) -> str:
+        """An answer is ``<answer>...</answer>``; :meth:`check_answer` scores its inside."""
+        return "<answer>"
+
     def _evidence_seen(self) -> list[str]:
         return self._ep.seen
 

@@ -18,7 +18,13 @@ from agentgym.envs.tools.digest import MOD, StateDigest, seen_sum, state_key, te
 from agentgym.envs.tools.grammar import GRAMMAR, gold_calls_line, parse_action, reason
 from agentgym.envs.tools.latency import LatencyModel
 from agentgym.envs.tools.realclock import RealClock
-from agentgym.envs.tools.rewards import canonical, hierr, missing_facts, tool_exact_match
+from agentgym.envs.tools.rewards import (
+    canonical,
+    certify,
+    hierr,
+    missing_facts,
+    tool_exact_match,
+)
 from agentgym.envs.tools.scheduler import Scheduler
 from agentgym.envs.tools.schema import error
 from agentgym.envs.tools.timeline import Timeline
@@ -77,6 +83,9 @@ class ToolsEnv(AgentEnv[str, str]):
     tool_name_f1, param_keys, param_values, parallel, hierr), tool_exact_match, omission (1
     when results holding a needed fact were delivered but the summary left it out); each
     turn: format and invalid_action. ``info["progress"]``: the share of gold calls made.
+    ``info["certificate"]`` at the end: whether HierR's optimal matching of calls is unique
+    and each matched layer's range over all optimal matchings (``rewards.certify``).
+    ``check_calls`` scores any calls against the task's gold calls the same way.
 
     ## Asynchronous calls
     With ``async_calls=True`` a call returns a future id at once and runs on a virtual clock
@@ -355,16 +364,18 @@ class ToolsEnv(AgentEnv[str, str]):
             "format": 1.0 if valid else 0.0,
             "invalid_action": 0.0 if valid else 1.0,
         }
-        won = False
+        won, certificate = False, None
         if last:
             judged = self._judge()
             won = judged["success"] == 1.0
             components.update(judged)
+            certificate = self._certificate()
         reward = 1.0 if terminal and won else 0.0
         obs = self._render(lines, first=False) if not terminal else self._closing(won)
-        return Transition(
-            obs, reward, terminal, self._info(valid, segments, calls, components, won)
-        )
+        info = self._info(valid, segments, calls, components, won)
+        if certificate is not None:
+            info["certificate"] = certificate
+        return Transition(obs, reward, terminal, info)
 
     # ------------------------------------------------------------------ scoring
     def _judge(self) -> dict[str, float]:
@@ -393,9 +404,34 @@ class ToolsEnv(AgentEnv[str, str]):
             "omission": 1.0 if omission else 0.0,
         }
 
+    def _certificate(self) -> dict[str, Any]:
+        """The all-optima certificate of the episode's HierR, as JSON data."""
+        gold_turns = self._world.gold(self.task.id).turns
+        pred_turns = [t for t in self._ep.calls if t]
+        return certify(pred_turns, gold_turns, self._ep.all_valid).to_json()
+
+    def check_calls(self, turns: list[list[dict[str, Any]]]) -> dict[str, float]:
+        """Score calls against the current task's gold calls, every action well-formed.
+
+        Args:
+            turns: calls (``{"name", "arguments"}``) by turn, as if they had all run.
+
+        Returns:
+            The HierR layers (``hierr`` among them) and ``tool_exact_match``, computed as at
+            an episode's end.
+        """
+        gold_turns = self._world.gold(self.task.id).turns
+        pred = [c for t in turns for c in t]
+        gold = [c for t in gold_turns for c in t]
+        return {**hierr(turns, gold_turns, True), "tool_exact_match": tool_exact_match(pred, gold)}
+
     def _progress(self) -> float:
         total = self._world.gold(self.task.id).total
         return self._matched / total if total else 0.0
+
+    def answer_prefix(self) -> str:
+        """The text an answer action starts with; :meth:`check_answer` scores what follows."""
+        return "<summary>"
 
     def check_answer(self, text: str) -> float:
         """The share of the task's answer facts that ``text`` contains (1.0 when it has none)."""

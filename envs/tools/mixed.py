@@ -148,6 +148,10 @@ class MixedToolsEnv(AgentEnv[str, str]):
         """The domain env's oracle action."""
         return self.current.oracle_action()
 
+    def answer_prefix(self) -> str:
+        """The domain env's answer prefix."""
+        return self.current.answer_prefix()
+
     def check_answer(self, text: str) -> float:
         """The domain env's answer check."""
         return self.current.check_answer(text)

@@ -29,7 +29,9 @@ from agentgym.core.errors import BadInput
 from agentgym.core.info import AgentInfo
 
 BUILTINS = {"group", "grpo", "drgrpo", "rloo", "ppo", "gigpo"}
-ADVANTAGE_VARIANTS = [n for n in names() if "advantages" in get(n).slots]
+FILLS_ADVANTAGES = [n for n in names() if "advantages" in get(n).slots]
+LOCAL = {"critical"}  # trains only the turns its nested samples select, from its own sampler
+ADVANTAGE_VARIANTS = [n for n in FILLS_ADVANTAGES if n not in LOCAL]
 GROUP_RELATIVE = ["grpo", "drgrpo", "rloo", "gigpo"]  # zero-mean advantages within a group
 
 
@@ -150,6 +152,9 @@ class RichEnv(FakeEnv):
     def check_answer(self, text):
         return 1.0
 
+    def answer_prefix(self):
+        return "answer: "
+
     def search(self, query):
         return []
 
@@ -253,7 +258,7 @@ def test_a_named_estimator_replaces_the_default():
     assert plan.requires_info == {"state_key"}
 
 
-@pytest.mark.parametrize(("a", "b"), list(itertools.combinations(ADVANTAGE_VARIANTS, 2)))
+@pytest.mark.parametrize(("a", "b"), list(itertools.combinations(FILLS_ADVANTAGES, 2)))
 def test_two_estimators_are_refused_naming_both(a, b):
     with pytest.raises(BadInput) as e:
         compose(f"{a}+{b}")
