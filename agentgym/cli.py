@@ -383,6 +383,13 @@ def bench(
             "(default on; the headline uses final checkpoints either way).",
         ),
     ] = None,
+    sft_mode: Annotated[
+        str | None,
+        typer.Option(
+            help="learning only: the warm start's SFT mode: plain (default) or ca "
+            "(credit-assignment SFT; its runs get folders of their own, e.g. warm-ca-0)."
+        ),
+    ] = None,
 ) -> None:
     """Measure one part (speed against a peer in the same run, learning, credit fidelity)."""
     from agentgym.bench import run_bench
@@ -400,6 +407,7 @@ def bench(
         "group_size": group_size,
         "device": device,
         "curve": curve,
+        "sft_mode": sft_mode,
     }
     doc = run_bench(
         part,

@@ -38,18 +38,32 @@ class ModelConfig:
     GPU; evaluation still loads checkpoints on the CPU)."""
 
 
+SFT_MODES = {
+    "plain": "agentgym.baselines.train:plain_warm_start",
+    "ca": "agentgym.baselines.ca_sft:ca_warm_start",
+}
+"""The warm start's modes, by name -> ``"module:function"`` taking ``(cfg, policy)`` and
+returning a :class:`~agentgym.baselines.train.WarmStart` (what
+:func:`~agentgym.baselines.train.sft` trains on)."""
+
+
 @dataclass(frozen=True)
 class WarmStartConfig:
     """The warm start: SFT on the oracle's demonstrations (options --sft-*)."""
 
+    mode: str = "plain"
+    """What the warm start imitates: "plain" (every state of the teacher's episodes, labelled
+    by the teacher) or "ca" (credit-assignment SFT after Orchard: noisy-expert episodes, the
+    NLL on every turn of the won ones and, in the failed ones, only on the turns where a
+    Monte-Carlo estimate of the win probability rises; the --sft-ca-* options)."""
     steps: int = 300
     """Optimiser steps of the SFT warm start on oracle demonstrations (0: none)."""
     episodes: int = 200
-    """Oracle episodes collected for the warm start."""
+    """Oracle episodes collected for the warm start (the noisy oracle's in ca mode)."""
     noise: float = 0.0
-    """Probability that a warm-start episode takes a random admissible action instead of the
-    oracle's (the state is still labelled with the oracle's action): demonstrations then
-    show how to recover from mistakes (DART, Laskey et al. 2017)."""
+    """plain: probability that a warm-start episode takes a random admissible action instead
+    of the oracle's (the state is still labelled with the oracle's action): demonstrations
+    then show how to recover from mistakes (DART, Laskey et al. 2017)."""
     think: bool = True
     """Keep the oracle's <think>…</think> blocks in the demonstrations (off: drop them, e.g.
     on Search-Free where the oracle's think quotes pages a history-less prompt never shows)."""
@@ -59,6 +73,39 @@ class WarmStartConfig:
     """Who labels the demonstrations: "oracle" (the env's, which reads its state) or an agent
     as module:Class that sees only what the policy sees, such as
     agentgym.envs.search.reader:ReaderAgent on the menu envs."""
+    ca_epsilon: float = 0.3
+    """ca: probability that the noisy expert (the env's oracle) takes a uniformly random
+    admissible action instead, in the episodes and in the continuations that estimate V (where
+    a state lists no admissible actions the oracle acts)."""
+    ca_rollouts: int = 8
+    """ca: Monte-Carlo continuations of the noisy expert per turn boundary of a failed episode;
+    V(s_t) is the share that win."""
+    ca_delta: float = 0.1
+    """ca: a turn of a failed episode is trained on iff V(s_t+1) - V(s_t) > this (its rise)."""
+    ca_rise_weight: bool = False
+    """ca: weight the NLL of a kept turn of a failed episode by its rise (won episodes' turns
+    weigh 1)."""
+
+    def __post_init__(self) -> None:
+        """Refuse a mode that does not exist and ca settings out of range."""
+        if self.mode not in SFT_MODES:
+            raise ValueError(f"--sft-mode must be one of {', '.join(SFT_MODES)}, got {self.mode!r}")
+        if not 0.0 <= self.ca_epsilon <= 1.0:
+            raise ValueError(f"--sft-ca-epsilon is a probability in [0, 1], got {self.ca_epsilon}")
+        if self.ca_rollouts < 1:
+            raise ValueError(f"--sft-ca-rollouts must be at least 1, got {self.ca_rollouts}")
+        if not 0.0 <= self.ca_delta < 1.0:
+            raise ValueError(f"--sft-ca-delta must be in [0, 1), got {self.ca_delta}")
+        if self.mode == "ca" and self.teacher != "oracle":
+            raise ValueError(
+                f"--sft-mode ca plays the env's oracle from restored states; --sft-teacher "
+                f"{self.teacher} keeps bookkeeping a restored state would not match"
+            )
+        if self.mode == "ca" and self.noise > 0:
+            raise ValueError(
+                "--sft-noise is the plain mode's; --sft-mode ca draws its mistakes with "
+                "--sft-ca-epsilon (set --sft-noise 0)"
+            )
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ It never names a credit variant: every variant acts through the plan's hooks (``
 transform, score, advantages, shape, aux_loss, grad_hook``) on one
 :class:`~agentgym.baselines.batch.Batch` per step.
 
-    SFT warm start on oracle demonstrations
+    SFT warm start on oracle demonstrations (plain, or credit-assignment SFT: ca_sft.py)
     for each step:  rollouts -> transform -> score -> advantages -> shape
                     -> log-probs -> clipped surrogate (+ KL, + aux losses) -> step
 """
@@ -14,10 +14,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import csv
+import importlib
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ import torch
 
 from agentgym.agents.checkpoint import is_checkpoint_dir
 from agentgym.baselines.batch import Batch, StepContext, generated_tokens
-from agentgym.baselines.config import TrainConfig
+from agentgym.baselines.config import SFT_MODES, TrainConfig
 from agentgym.baselines.credit import compose
 from agentgym.baselines.policies.agent import (
     DEFAULT_POLICY_CLASS,
@@ -145,10 +147,33 @@ def load_policy(path: Path, device: str = "cpu", *, flag: str = "--init") -> Any
     return policy_cls.load(path, device=device)
 
 
-_THINK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
+THINK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
 
 Demo = tuple[torch.Tensor, torch.Tensor]
 """(prompt ids, response ids + eos) of one demonstrated turn."""
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """What the SFT warm start trains on, whatever its mode (:data:`SFT_MODES`)."""
+
+    demos: list[Demo]
+    weights: list[float] | None = None
+    """Per demo, the weight of its NLL (None: 1 each)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """What the mode logs in the SFT row of ``metrics.csv`` (names start with ``sft_``)."""
+
+
+def warm_start(cfg: TrainConfig, policy: Any) -> WarmStart:
+    """The demonstrations of ``cfg.sft.mode``, by the function :data:`SFT_MODES` names."""
+    module, _, name = SFT_MODES[cfg.sft.mode].partition(":")
+    data: WarmStart = getattr(importlib.import_module(module), name)(cfg, policy)
+    return data
+
+
+def plain_warm_start(cfg: TrainConfig, policy: Any) -> WarmStart:
+    """Plain SFT: every state of the teacher's episodes, weight 1 (:func:`oracle_demos`)."""
+    return WarmStart(oracle_demos(cfg, policy))
 
 
 def oracle_demos(cfg: TrainConfig, policy: Any) -> list[Demo]:
@@ -193,7 +218,7 @@ def _demo_episode(
     while True:
         history.observe(obs, info)
         action = str(teacher.act(obs, info))
-        label = action if cfg.sft.think else _THINK.sub("", action)
+        label = action if cfg.sft.think else THINK.sub("", action)
         response = [*tokenizer.encode(label), eos]
         prompt = history.prompt()
         demos.append((torch.tensor(prompt), torch.tensor(response)))
@@ -233,10 +258,14 @@ def rollout_config(cfg: TrainConfig, **overrides: Any) -> RolloutConfig:
     )
 
 
-def sft(policy: Any, demos: list[Demo], cfg: TrainConfig) -> float:
+def sft(
+    policy: Any, demos: list[Demo], cfg: TrainConfig, weights: Sequence[float] | None = None
+) -> float:
     """Teacher forcing on the demonstrations with a warm-up + cosine learning rate.
 
-    Returns the last batch's mean NLL per token.
+    ``weights``: per demo, the weight of its tokens' NLL (None: 1 each); the loss stays a sum
+    over the batch's tokens divided by their number, so a weight below 1 lowers that demo's
+    share. Returns the last batch's (weighted) mean NLL per token.
     """
     optimizer = adamw(policy.parameters(), lr=cfg.sft.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_cosine(cfg.sft.steps))
@@ -246,7 +275,12 @@ def sft(policy: Any, demos: list[Demo], cfg: TrainConfig) -> float:
         for _ in range(cfg.sft.steps):
             idx = rng.choice(len(demos), size=min(32, len(demos)), replace=False)
             prompts, responses = [demos[i][0] for i in idx], [demos[i][1] for i in idx]
-            loss = -torch.cat(policy.logprobs(prompts, responses, grad=True)).mean()
+            logps = policy.logprobs(prompts, responses, grad=True)
+            if weights is None:
+                loss = -torch.cat(logps).mean()
+            else:
+                weighted = sum(weights[i] * lp.sum() for i, lp in zip(idx, logps, strict=True))
+                loss = -weighted / sum(len(lp) for lp in logps)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.rl.max_grad_norm)
@@ -361,10 +395,11 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     }
     run = _RunLog(out, cfg, metadata)
     if cfg.sft.steps > 0:
-        nll = sft(policy, oracle_demos(cfg, policy), cfg)
+        data = warm_start(cfg, policy)
+        nll = sft(policy, data.demos, cfg, data.weights)
         # the warm start alone, the baseline RL is measured against
         run.checkpoint(policy, out / "sft", step=0)
-        run.record({"phase": "sft", "step": 0, "sft_nll": nll})
+        run.record({"phase": "sft", "step": 0, "sft_nll": nll, **data.metrics})
     ref = reference(cfg, policy, plan)
     teachers = Teachers(policy, ref, named, max_tokens=cfg.rl.micro_batch_tokens)
     optimizer = adamw(policy.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
@@ -458,8 +493,10 @@ class _RunLog:
         _write_csv(self.out / "metrics.csv", self.rows)
         if self.tb is None:
             return
-        if row["phase"] == "sft":
-            self.tb.add_scalar("sft/nll", row["sft_nll"], 0)
+        if row["phase"] == "sft":  # sft_nll -> sft/nll, and the mode's own
+            for name, value in row.items():
+                if name.startswith("sft_"):
+                    self.tb.add_scalar(name.replace("_", "/", 1), value, 0)
         else:
             for name, value in row.items():
                 if name not in ("phase", "step", "seconds"):

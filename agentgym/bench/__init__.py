@@ -58,6 +58,7 @@ PART_OPTIONS = {
             "work",
             "device",
             "curve",
+            "sft_mode",
         }
     ),
     "credit": frozenset({"variants", "env", "plot", "checkpoint", "k", "tasks", "group_size"}),
@@ -79,8 +80,8 @@ def run_bench(
     ``quick``: small sizes, a smoke run. The learning and credit parts take ``variants``
     (comma-separated credit variants), ``env`` and ``plot``; learning also ``rl_steps`` (RL
     steps instead of the token budget), ``seeds``, ``first_seed``, ``tokens``,
-    ``aggregation``, ``work``, ``device`` and ``curve``; credit ``checkpoint``, ``k``,
-    ``tasks`` and ``group_size`` (:data:`PART_OPTIONS`; None: the part's default).
+    ``aggregation``, ``work``, ``device``, ``curve`` and ``sft_mode``; credit ``checkpoint``,
+    ``k``, ``tasks`` and ``group_size`` (:data:`PART_OPTIONS`; None: the part's default).
     """
     if part not in PARTS:
         raise BadInput(f"unknown bench part {part!r}: available: {', '.join(PARTS)}")

@@ -25,6 +25,10 @@ With ``--work DIR`` the runs stay in DIR and a finished one is reused when its s
 (a warm start, a variant's run with its scores): an interrupted benchmark resumes where it
 stopped, and training seeds can run in parallel processes (``--seeds 1 --first-seed 1 --work
 DIR`` in each) before one last call with all the seeds reports them together.
+
+With ``--sft-mode ca`` the warm starts are credit-assignment SFT's (``baselines/ca_sft.py``);
+every run of a seed is then kept under a name of its own (``warm-ca-0``, ``grpo-ca-0``), so
+a work folder holds plain and ca runs side by side.
 """
 
 from __future__ import annotations
@@ -83,7 +87,9 @@ class Budget:
         """One line: budget, seeds, aggregation and scoring."""
         rl = self.train.rl
         spend = f"{rl.token_budget:,} generated tokens" if rl.token_budget else f"{rl.steps} steps"
-        start = f"warm start {self.train.sft.steps} SFT steps" if self.train.sft.steps else "no SFT"
+        sft = self.train.sft
+        mode = f" ({sft.mode})" if sft.mode != "plain" else ""
+        start = f"warm start {sft.steps} SFT steps{mode}" if sft.steps else "no SFT"
         return (
             f"{self.env}: {start}, then {spend} of RL per "
             f"variant; training seeds {', '.join(map(str, self.seeds))}; aggregation "
@@ -142,13 +148,15 @@ def run(
     work: str | None = None,
     device: str = "cpu",
     curve: bool = True,
+    sft_mode: str = "plain",
 ) -> dict[str, Any]:
     """Warm starts, the variants, the evaluations, the comparisons; prints two tables.
 
     ``rl_steps`` replaces the token budget by a number of RL steps per variant; the training
     seeds are ``first_seed`` onwards; ``work`` keeps the runs there and reuses finished ones
     (None: a temporary folder, removed at the end); ``device`` is where they train; without
-    ``curve`` only final checkpoints are scored (a quarter of the evaluations).
+    ``curve`` only final checkpoints are scored (a quarter of the evaluations); ``sft_mode``
+    is the warm start's (``ca``: its own mistakes replace the recipe's ``sft_noise``).
     """
     from agentgym.baselines.credit import compose
     from agentgym.registry import make
@@ -162,6 +170,8 @@ def run(
         budget = replace(budget, train=budget.train.with_options(device=device))
     if not curve:
         budget = replace(budget, curve=())
+    if sft_mode != "plain":
+        budget = replace(budget, train=budget.train.with_options(sft_mode=sft_mode, sft_noise=0.0))
     variants = tuple(dict.fromkeys(variants))
     if not variants:
         raise BadInput("--variants needs at least one credit variant")
@@ -193,7 +203,8 @@ def _seed_runs(
     from agentgym.baselines.train import train
 
     base = budget.train.with_options(seed=seed)
-    warm = work / f"warm-{seed}"
+    tag = _tag(base)
+    warm = work / f"warm-{tag}{seed}"
     warm_cfg = base.with_options(steps=0, token_budget=0)
     # the policy every variant starts from: the SFT warm start, or, in a recipe without one
     # (RL from scratch), the seed's initial policy, which train() leaves at its output
@@ -209,7 +220,7 @@ def _seed_runs(
     teachers = _domain_teachers(console, base, warm_key, start, seed, work) if wanting else {}
     spec = ",".join(f"{domain}={run['dir']}" for domain, run in teachers.items())
     for name in variants:
-        run_dir = work / f"{name}-{seed}"
+        run_dir = work / f"{name}-{tag}{seed}"
         cfg = base.with_options(credit=name, init=str(start), sft_steps=0)
         if name in wanting:
             cfg = cfg.with_options(teachers=spec)
@@ -223,6 +234,11 @@ def _seed_runs(
         if name in wanting:  # its teachers' training is its cost too
             out[name] = {**out[name], "teachers_train_seconds": _total(teachers, "seconds")}
     return out
+
+
+def _tag(cfg: TrainConfig) -> str:
+    """What a seed's run folders add to their names for a warm start other than plain SFT."""
+    return "" if cfg.sft.mode == "plain" else f"{cfg.sft.mode}-"
 
 
 def _wants_teachers(name: str) -> bool:
@@ -251,7 +267,7 @@ def _domain_teachers(
     teachers = {}
     for domain, env in DOMAIN_ENVS[base.env].items():
         cfg = base.with_options(env=env, init=str(start), sft_steps=0)
-        run_dir = work / f"teacher-{domain}-{seed}"
+        run_dir = work / f"teacher-{domain}-{_tag(base)}{seed}"
 
         def rl(cfg: TrainConfig = cfg, run_dir: Path = run_dir) -> dict[str, Any]:
             train(cfg, run_dir)

@@ -22,7 +22,8 @@ def test_the_groups_keep_every_flag_name():
     # new ones; the privileged view is no training option
     assert names - FLAT_FLAGS == {
         "context", "epochs", "minibatches", "token_budget", "aggregation", "sft_teacher",
-        "micro_batch_tokens", "env_kwargs", "reference", "teachers", "device",
+        "micro_batch_tokens", "env_kwargs", "reference", "teachers", "device", "sft_mode",
+        "sft_ca_epsilon", "sft_ca_rollouts", "sft_ca_delta", "sft_ca_rise_weight",
     }  # fmt: skip
 
 
