@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 
@@ -27,7 +27,8 @@ def run_episode(
     """Play one episode and return its record (an error is recorded, never raised).
 
     The transcript hash covers every observation, action, reward and end flag, so a re-run
-    of the same agent on the same seed can be compared byte for byte.
+    of the same agent on the same seed can be compared byte for byte. Where the last
+    ``info`` holds a ``certificate`` (see ``EpisodeRecord``), the record keeps it.
 
     Args:
         env: the env, made for the evaluation's split.
@@ -65,6 +66,8 @@ def run_episode(
                 record["success"] = bool(info.get("won", False))
                 if info.get("error"):  # the env failed (a crashed browser), not the agent
                     record["error"] = f"env: {info['error']}"
+                if "certificate" in info:  # an all-optima certificate of a matched metric
+                    cast("dict[str, Any]", record)["certificate"] = info["certificate"]
                 if on_end is not None:
                     on_end(info)
                 break

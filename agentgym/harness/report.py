@@ -3,12 +3,13 @@
 The table's statistic columns come from :data:`agentgym.harness.stats.STATISTICS`: runs,
 mean, one column per statistic, then the mean's 95% interval. An exact (Clopper-Pearson)
 interval, given where every run scored the same 0 or 1, is marked with :data:`EXACT_MARK` and
-explained under the table.
+explained under the table. Under the table: per env whose episodes carry an all-optima
+certificate, how many episodes a matched metric is ambiguous on; then the metric controls.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -24,6 +25,8 @@ EXACT_NOTE = (
     "the other intervals are stratified bootstrap percentiles"
 )
 """The footnote under a table that holds an exact interval."""
+AMBIGUOUS_WIDTH = 1e-9
+"""An episode is ambiguous on a metric when its range over optimal matchings is wider."""
 
 
 def report_json(doc: Mapping[str, Any]) -> dict[str, EnvSummary]:
@@ -89,6 +92,7 @@ def print_report(console: Console, docs: Mapping[str, Any]) -> None:
             for task_type, sub in subs:
                 table.add_row("", "", task_type, *cells(sub), "")
             exact = exact or any(is_exact(s) for s in (agg, *(sub for _, sub in subs)))
+        flags += _certificate_lines(name, doc["episodes"])
         flags += _control_flags(name, doc.get("controls") or {})
     console.print(table)
     if exact:
@@ -97,14 +101,58 @@ def print_report(console: Console, docs: Mapping[str, Any]) -> None:
         console.print(line)
 
 
+def _certificate_lines(name: str, episodes: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per env with certified episodes: a heading, then per metric the ambiguous episodes.
+
+    An episode is ambiguous on a metric when its optimal matchings disagree on it. The
+    interval is the metric's mean over the env's certified episodes, each scored at its
+    lowest and at its highest optimal matching (``certificate.ranges``).
+    """
+    by_env: dict[str, list[Mapping[str, Any]]] = {}
+    for e in episodes:
+        if e.get("certificate"):
+            by_env.setdefault(e["env_id"], []).append(e["certificate"])
+    lines = []
+    for env_id, certs in by_env.items():
+        head = f"all-optima certificate for {name} on {env_id}:"
+        bounded = sum(bool(c["bounded"]) for c in certs)
+        if bounded:
+            head += f" {bounded} episodes too large to enumerate (ranges are outer bounds)"
+        lines.append(head)
+        for metric in certs[0]["ranges"]:
+            spans = [c["ranges"][metric] for c in certs if metric in c["ranges"]]
+            ambiguous = sum(hi - lo > AMBIGUOUS_WIDTH for lo, hi in spans)
+            low = sum(lo for lo, _ in spans) / len(spans)
+            high = sum(hi for _, hi in spans) / len(spans)
+            lines.append(
+                f"  {metric}: {ambiguous} of {len(spans)} episodes ambiguous (optimal matchings "
+                f"disagree), mean over optima [{low:.3f}, {high:.3f}]"
+            )
+    return lines
+
+
 def _control_flags(name: str, controls: Mapping[str, Any]) -> list[str]:
-    """One line per env on whether the metric controls (``eval --controls``) passed."""
+    """Per env, a line on whether the metric controls (``eval --controls``) passed.
+
+    Each perturbation a metric failed gets a line of its own, naming the metric.
+    """
     lines = []
     for env_id, c in controls.items():
-        pos, null = c["positive"], c.get("null")
-        verdict = "passed" if pos["ok"] and (null is None or null["ok"]) else "[red]FAILED[/red]"
+        pos, null, pert = c["positive"], c.get("null"), c.get("perturbation")
+        checks = (pert or {}).get("checks", [])
+        failed = [k for k in checks if not k["ok"]]
+        ok = pos["ok"] and (null is None or null["ok"]) and not failed
+        verdict = "passed" if ok else "[red]FAILED[/red]"
         text = f"controls for {name} on {env_id}: {verdict}; oracle {pos['mean']:.3f}"
         if null is not None:
             text += f", permuted answers {null['mean']:.3f} (chance {null['chance']:.3f})"
+        if checks:
+            text += f", perturbations {len(checks) - len(failed)} of {len(checks)} as expected"
         lines.append(text)
+        lines += [
+            f"  [red]{k['metric']} failed a perturbation[/red]: {k['name']} scored "
+            f"{k['mean']:.3f}, expected {k['expected']:.3f} ({k['off']} of {k['episodes']} "
+            f"episodes off, e.g. seeds {k['off_seeds']})"
+            for k in failed
+        ]
     return lines

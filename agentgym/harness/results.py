@@ -52,7 +52,10 @@ EpisodeRecord = TypedDict(
 )
 """One played episode; ``(env_id, run, episode)`` is its key. ``return`` is a keyword, hence
 the functional form. ``seconds`` (and ``tokens``) may differ between replays; everything else
-is fixed by the env, the agent and ``seed``."""
+is fixed by the env, the agent and ``seed``. Where the env gives one at the episode's end, a
+record also holds ``certificate`` (optional, so not typed here; the schema's ``$defs``
+describe it): whether the optimal matching behind a metric is unique and the metric's range
+over all optimal matchings (CREDIT.md §13; the tools family's HierR)."""
 
 
 class _SummaryRequired(TypedDict):
