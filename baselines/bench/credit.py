@@ -440,6 +440,13 @@ def _variant(setup: Setup, name: str, shared: Measured) -> tuple[dict[str, Any],
         credit_seconds=seconds,
     )
     if own:
+        # grpo's credit on the variant's own batch: the paired comparison the shared batch
+        # gives every other variant (auxiliary rollouts are in no group, so grpo skips them)
+        grpo, _ = _credit_hooks(setup, compose("grpo"), measured.batch)
+        row["vs_grpo"] = paired_difference(credit, grpo, measured.truth, groups, seed=setup.seed)
+        row["grpo_on_own_batch"] = fidelity(grpo, measured.truth, groups, seed=setup.seed)[
+            "spearman"
+        ]
         row["truth"] = truth_summary(measured.truth)
     return row, credit
 

@@ -17,7 +17,7 @@ def _num(value: Any, fmt: str) -> str:
 
 
 def _versus(row: dict[str, Any]) -> str:
-    """The paired difference with grpo's rank correlation, or "" (grpo, own sampler)."""
+    """The paired difference with grpo's rank correlation on the same turns ("" for grpo)."""
     vs = row.get("vs_grpo")
     if vs is None:
         return ""
@@ -29,6 +29,15 @@ def _sign(row: dict[str, Any]) -> str:
     low, high = row["sign_ci"]
     interval = "" if math.isnan(low) else f" [{low:.2f}, {high:.2f}]"
     return f"{_num(row['sign_agreement'], '%.2f')}{interval} ({row['resolved_turns']})"
+
+
+def _note(row: dict[str, Any]) -> str:
+    """An own sampler's row: its batch and truth are its own, grpo's credit there beside."""
+    if not row["own_sampler"]:
+        return ""
+    grpo = row.get("grpo_on_own_batch")
+    there = "" if grpo is None else f"; grpo on it {_num(grpo, '%+.2f')}"
+    return f"own sampler, own truth{there}"
 
 
 def print_fidelity(console: Console, doc: dict[str, Any]) -> None:
@@ -73,7 +82,7 @@ def print_fidelity(console: Console, doc: dict[str, Any]) -> None:
             f"{row['rollouts']}{extra}",
             f"{row['tokens']:,}",
             f"{row['seconds']:.1f}",
-            "own sampler, own truth" if row["own_sampler"] else "",
+            _note(row),
         )
     console.print(table)
 

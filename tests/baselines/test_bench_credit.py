@@ -69,19 +69,22 @@ def test_quick_bench_lists_every_variant_with_its_fidelity_or_a_reason(tmp_path)
         if row["status"] == "ok":
             assert -1.0 <= row["ci_low"] <= row["spearman"] <= row["ci_high"] <= 1.0
             assert row["rollouts"] > 0 and row["seconds"] > 0
-            # paired with grpo on the same turns, unless it is grpo or samples its own turns
-            paired = row["variant"] != "grpo" and not row["own_sampler"]
-            assert ("vs_grpo" in row) == paired
+            # paired with grpo on the same turns: the shared batch, or the variant's own with
+            # grpo's credit computed on it
+            assert ("vs_grpo" in row) == (row["variant"] != "grpo")
+            assert ("grpo_on_own_batch" in row) == row["own_sampler"]
         else:
             assert row["status"] == "n/a" and row["reason"]
-    # the default sampler alone is grpo; trace and isa need a gold answer the Credit envs lack;
-    # the other teacher-signal variants add a loss term and leave the advantages to grpo
+    # the default sampler alone is grpo; trace and isa need a gold answer the Credit envs lack,
+    # taco an answer checker; the other teacher-signal variants add a loss term and leave the
+    # advantages to grpo
     not_applicable = {
         row["variant"]: row["reason"] for row in doc["rows"] if row["status"] == "n/a"
     }
     losses = {"sdar", "pivot_sd", "roadmopd"}
-    assert set(not_applicable) == {"group", "trace", "isa", *losses}
+    assert set(not_applicable) == {"group", "trace", "isa", "taco", *losses}
     assert "gold_answer" in not_applicable["trace"] and "gold_answer" in not_applicable["isa"]
+    assert "check_answer" in not_applicable["taco"]
     assert all("a loss term, no per-turn advantage" in not_applicable[n] for n in losses)
     assert figure.stat().st_size > 0
     assert "credit fidelity on agentgym/Credit-KeyDoor-v0" in result.stdout

@@ -188,8 +188,9 @@ def test_privileged_keys_only_with_privileged(env_id):
     assert info["privileged_context"] == "The episode is over."
 
 
-NO_GOLD = {"isa", "trace"}
-"""Variants that read a gold answer, which no Credit env has."""
+NO_GOLD = {"isa": "gold_answer", "trace": "gold_answer", "taco": "check_answer"}
+"""Variants that read a gold answer or check answers, which no Credit env has: the words their
+refusal names."""
 
 
 @pytest.mark.parametrize("env_id", IDS)
@@ -199,7 +200,7 @@ def test_every_credit_variant_accepts_the_env_or_names_what_it_lacks(env_id, var
     # as the trainer makes it: privileged where a variant reads privileged info
     env = agentgym.make(env_id, **({"privileged": True} if plan.needs_privileged else {}))
     if variant in NO_GOLD:
-        with pytest.raises(BadInput, match="gold_answer"):
+        with pytest.raises(BadInput, match=NO_GOLD[variant]):
             plan.check(env)
         return
     plan.check(env)
