@@ -173,7 +173,8 @@ def eval_(
         bool, typer.Option(help="Write every exchange to OUT.transcripts.jsonl.")
     ] = False,
     controls: Annotated[
-        bool, typer.Option(help="Also run the positive (oracle) and null controls.")
+        bool,
+        typer.Option(help="Also run the metric controls: positive (oracle), null, perturbation."),
     ] = False,
 ) -> None:
     """Score an agent over many random seeds and write the results file.

@@ -187,7 +187,8 @@ def evaluate(
             one started for this call; it stays open, warm for the caller's next call. Its
             own backend and workers replace ``backend`` and ``workers``.
         transcripts: also write every exchange to ``out``'s ``.transcripts.jsonl``.
-        controls: also run the positive (oracle) and null (permuted answers) controls.
+        controls: also run the metric controls: positive (oracle), null (permuted answers)
+            and perturbation (known perturbations of the gold lower the score as expected).
         progress: show a progress bar on stderr.
 
     Raises:

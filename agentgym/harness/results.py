@@ -137,7 +137,7 @@ class _Optional(TypedDict, total=False):
     """Fields written only when asked for.
 
     Attributes:
-        controls: ``eval --controls``, per env the positive and null controls.
+        controls: ``eval --controls``, per env the positive, null and perturbation controls.
     """
 
     controls: dict[str, Any]
