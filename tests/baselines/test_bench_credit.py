@@ -76,15 +76,16 @@ def test_quick_bench_lists_every_variant_with_its_fidelity_or_a_reason(tmp_path)
         else:
             assert row["status"] == "n/a" and row["reason"]
     # the default sampler alone is grpo; trace and isa need a gold answer the Credit envs lack,
-    # taco an answer checker; the other teacher-signal variants add a loss term and leave the
-    # advantages to grpo
+    # taco an answer checker, rubric tool calls; the other teacher-signal variants add a loss
+    # term and leave the advantages to grpo
     not_applicable = {
         row["variant"]: row["reason"] for row in doc["rows"] if row["status"] == "n/a"
     }
     losses = {"sdar", "pivot_sd", "roadmopd"}
-    assert set(not_applicable) == {"group", "trace", "isa", "taco", *losses}
+    assert set(not_applicable) == {"group", "trace", "isa", "taco", "rubric", *losses}
     assert "gold_answer" in not_applicable["trace"] and "gold_answer" in not_applicable["isa"]
     assert "check_answer" in not_applicable["taco"]
+    assert "tool_calls" in not_applicable["rubric"]
     assert all("a loss term, no per-turn advantage" in not_applicable[n] for n in losses)
     assert figure.stat().st_size > 0
     assert "credit fidelity on agentgym/Credit-KeyDoor-v0" in result.stdout

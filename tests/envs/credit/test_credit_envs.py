@@ -188,9 +188,14 @@ def test_privileged_keys_only_with_privileged(env_id):
     assert info["privileged_context"] == "The episode is over."
 
 
-NO_GOLD = {"isa": "gold_answer", "trace": "gold_answer", "taco": "check_answer"}
-"""Variants that read a gold answer or check answers, which no Credit env has: the words their
-refusal names."""
+NO_GOLD = {
+    "isa": "gold_answer",
+    "trace": "gold_answer",
+    "taco": "check_answer",
+    "rubric": "tool_calls",
+}
+"""Variants that read a gold answer, check answers or score tool calls, none of which a Credit
+env has: the words their refusal names."""
 
 
 @pytest.mark.parametrize("env_id", IDS)
