@@ -312,7 +312,7 @@ def _reused(
             previous = json.loads(done.read_text())
         except (OSError, ValueError):
             previous = {}
-        if previous.get("settings") == key:
+        if _same_settings(previous.get("settings"), key):
             console.print(f"{title}: finished earlier, reused from {folder}")
             result: dict[str, Any] = previous["result"]
             return result
@@ -321,6 +321,26 @@ def _reused(
     result = work()
     write_atomic(done, {"settings": key, "result": result})
     return result
+
+
+def _same_settings(previous: Any, key: Any) -> bool:
+    """Whether a finished run's settings are ``key``.
+
+    Equal, except that an option the run predates counts as equal where ``key`` holds that
+    option's default: a new option, added with its old behaviour as the default, does not
+    invalidate finished runs.
+    """
+    if not (isinstance(previous, dict) and isinstance(key, dict)):
+        return bool(previous == key)
+    if set(previous) - set(key):
+        return False
+    defaults = TrainConfig().to_json()
+    return all(
+        _same_settings(previous[name], value)
+        if name in previous
+        else name in defaults and defaults[name] == value
+        for name, value in key.items()
+    )
 
 
 def _scored_run(run_dir: Path, budget: Budget) -> dict[str, Any]:

@@ -172,3 +172,19 @@ def test_without_the_curve_only_final_checkpoints_are_scored_and_teachers_are_co
     # sdar's privileged teacher scored every turn; grpo has no teacher
     assert rows["sdar"]["teacher_tokens"][0] > 0 and rows["grpo"]["teacher_tokens"] == [0]
     assert "teachers s" in console.file.getvalue()
+
+
+def test_a_finished_run_that_predates_an_option_is_reused_at_its_default():
+    from agentgym.baselines.bench.learning import _same_settings
+    from agentgym.baselines.config import TrainConfig
+
+    cfg = TrainConfig.from_options(env="agentgym/Search-Menu-Small-v1", sft_steps=5)
+    key = {"warm start": cfg.to_json(), "test_seeds": 100}
+    older = {"warm start": dict(cfg.to_json()), "test_seeds": 100}
+    del older["warm start"]["sft_mode"]  # a run made before the option existed
+    assert _same_settings(older, key) and _same_settings(key, key)
+    ca = {"warm start": {**cfg.to_json(), "sft_mode": "ca"}, "test_seeds": 100}
+    assert not _same_settings(older, ca)  # the option away from its default: not the same run
+    assert not _same_settings({**key, "test_seeds": 4}, key)
+    assert not _same_settings({**key, "extra": 1}, key)  # a setting the run has and key lacks
+    assert not _same_settings(None, key)
