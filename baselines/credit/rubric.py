@@ -71,14 +71,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
-from scipy.optimize import linear_sum_assignment
 from torch import Tensor
 
 from agentgym.baselines.credit import Batch, Context, CreditVariant, Key, Trajectory, register
 from agentgym.baselines.credit._kernels import zscore
 from agentgym.baselines.segments import segment_token_tags
+from agentgym.core.calls import pair_calls, pair_scores
 from agentgym.core.errors import BadInput
 from agentgym.registry import make
 
@@ -289,38 +288,6 @@ Judge = Callable[[Trajectory, str], float]
 
 
 # ---------------------------------------------------------------------- rubric: tool calls
-def pair_scores(pred: Mapping[str, Any], gold: Mapping[str, Any]) -> tuple[float, float]:
-    """HierR's key Jaccard and value share (keys whose values agree over the union of both)."""
-    keys = set(pred) | set(gold)
-    if not keys:
-        return 1.0, 1.0
-    same = sum(k in pred and k in gold and pred[k] == gold[k] for k in keys)
-    return len(set(pred) & set(gold)) / len(keys), same / len(keys)
-
-
-def pair_calls(
-    pred: Sequence[Mapping[str, Any]], gold: Sequence[Mapping[str, Any]]
-) -> dict[int, int]:
-    """Gold call index -> the index of the call paired with it, name by name.
-
-    A maximum-weight matching of the same-name pairs, weight = key Jaccard + value share
-    (as the tool env's HierR pairs calls); a gold call left over is absent.
-    """
-    out: dict[int, int] = {}
-    for name in dict.fromkeys(str(g["name"]) for g in gold):
-        ps = [i for i, c in enumerate(pred) if c.get("name") == name]
-        gs = [j for j, c in enumerate(gold) if c["name"] == name]
-        if not ps:
-            continue
-        weight = [
-            [sum(pair_scores(pred[i].get("arguments") or {}, gold[j]["arguments"])) for j in gs]
-            for i in ps
-        ]
-        rows, cols = linear_sum_assignment(np.array(weight), maximize=True)
-        out.update({gs[c]: ps[r] for r, c in zip(rows, cols, strict=True)})
-    return out
-
-
 def _attempts(traj: Trajectory, spans: Spans) -> list[tuple[dict[str, Any], int, Tensor]]:
     """Every decoded call of the rollout: (call, turn, mask of its block).
 

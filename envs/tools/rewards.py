@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from agentgym.core.calls import pair_scores
+
 Call = dict[str, Any]
 """{"name": str, "arguments": dict}."""
 
@@ -64,16 +66,6 @@ def _f1(matched: int, n_pred: int, n_gold: int) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def _pair_scores(p: Call, g: Call) -> tuple[float, float]:
-    """Key Jaccard and value share (keys with equal values over all keys) of a pair."""
-    pk, gk = set(p["arguments"]), set(g["arguments"])
-    union = pk | gk
-    if not union:
-        return 1.0, 1.0
-    same = sum(p["arguments"][k] == g["arguments"][k] for k in pk & gk)
-    return len(pk & gk) / len(union), same / len(union)
-
-
 @dataclass(frozen=True)
 class _Group:
     """The predicted and gold calls of one tool name, with their pair scores.
@@ -98,7 +90,9 @@ def _groups(pred: Sequence[Call], gold: Sequence[Call]) -> list[_Group]:
     for name in sorted({c["name"] for c in pred} & {c["name"] for c in gold}):
         ps = [c for c in pred if c["name"] == name]
         gs = [c for c in gold if c["name"] == name]
-        scores = np.array([[_pair_scores(p, g) for g in gs] for p in ps], dtype=float)
+        scores = np.array(
+            [[pair_scores(p["arguments"], g["arguments"]) for g in gs] for p in ps], dtype=float
+        )
         out.append(_Group(ps, gs, scores[..., 0], scores[..., 1]))
     return out
 
