@@ -57,16 +57,16 @@ def test_a_check_answer_that_always_says_yes_fails(monkeypatch):
 
 def _ignores_the_first_argument(monkeypatch):
     """Make HierR's value share count the first (sorted) shared key as equal, whatever it holds."""
-    sound = rewards._pair_scores
+    sound = rewards.pair_scores  # argument dicts: the predicted call's, the gold call's
 
     def broken(p, g):
         keys, values = sound(p, g)
-        shared = sorted(set(p["arguments"]) & set(g["arguments"]))
-        if shared and p["arguments"][shared[0]] != g["arguments"][shared[0]]:
-            values += 1 / len(set(p["arguments"]) | set(g["arguments"]))
+        shared = sorted(set(p) & set(g))
+        if shared and p[shared[0]] != g[shared[0]]:
+            values += 1 / len(set(p) | set(g))
         return keys, values
 
-    monkeypatch.setattr(rewards, "_pair_scores", broken)
+    monkeypatch.setattr(rewards, "pair_scores", broken)
 
 
 def test_a_value_layer_that_ignores_one_argument_fails_and_only_there(monkeypatch):
