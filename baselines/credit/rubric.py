@@ -75,11 +75,11 @@ import torch
 from torch import Tensor
 
 from agentgym.baselines.credit import Batch, Context, CreditVariant, Key, Trajectory, register
+from agentgym.baselines.credit._judge import AnswerJudge
 from agentgym.baselines.credit._kernels import zscore
 from agentgym.baselines.segments import segment_token_tags
 from agentgym.core.calls import pair_calls, pair_scores
 from agentgym.core.errors import BadInput
-from agentgym.registry import make
 
 REWARDS = ("outcome", "layered")
 ITEMS = "rubric/items"
@@ -396,24 +396,6 @@ def rubric_of(info: Mapping[str, Any]) -> Rubric | None:
     return next((r for r in RUBRICS if r.gold_key in info), None)
 
 
-class _EnvJudge:
-    """``check_answer`` on a private env made like the rollouts' pool, reset to each task."""
-
-    def __init__(self, pool: Any):
-        self.pool = pool
-        self.env = make(pool.env_id, **pool.env_kwargs)
-        self.task: str | None = None
-        self.calls = 0
-
-    def __call__(self, traj: Trajectory, text: str) -> float:
-        if self.task != traj.task_id:
-            self.env.reset(seed=traj.seed, options={"task_id": traj.task_id})
-            self.task = traj.task_id
-        self.calls += 1
-        env: Any = self.env.unwrapped
-        return float(env.check_answer(text))
-
-
 @register("rubric")
 class RubricCredit(CreditVariant):
     """Rubric-to-Code (CREDIT.md §12): group-normalised rubric items added on their spans.
@@ -461,7 +443,7 @@ class RubricCredit(CreditVariant):
     def __init__(self, config: Any = None):
         """Read the settings; the answer judge's env is made on first use."""
         super().__init__(config)
-        self._judge: _EnvJudge | None = None
+        self._judge: AnswerJudge | None = None
 
     def info_problems(self, env_id: str, info: Mapping[str, Any]) -> list[str]:
         """No rubric for the env's info, or a layered reward it cannot give."""
@@ -504,9 +486,7 @@ class RubricCredit(CreditVariant):
 
     # ------------------------------------------------------------------ judge
     def _answer_judge(self, ctx: Context) -> Judge:
-        pool = ctx.need_envs()
-        if self._judge is None or self._judge.pool is not pool:
-            self._judge = _EnvJudge(pool)
+        self._judge = AnswerJudge.for_pool(self._judge, ctx.need_envs())
         return self._judge
 
     def score(self, batch: Batch, ctx: Context) -> None:

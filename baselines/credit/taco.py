@@ -27,7 +27,7 @@ derived.
 
 Probes are deduplicated by their tokens (the after-state of call ``j`` is the before-state of
 turn ``j + 1``, and rollouts of a group share their first state), batched, and run without
-grad; the env scores them after a reset to each group's task.
+grad; a private env reset to each group's task scores them (:class:`AnswerJudge`, as rubric's).
 
 Choices and why: ``lam = 1.0``, DAPR's unit (a z-score) added as the formula has it;
 ``probe_tokens = 16`` covers an entity name or a short summary (a longer answer can only
@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from agentgym.baselines.credit import Batch, Context, CreditVariant, Key, Trajectory, register
+from agentgym.baselines.credit._judge import AnswerJudge
 from agentgym.baselines.credit._kernels import relative
 from agentgym.baselines.segments import tag_batch
 from agentgym.core.errors import BadInput
@@ -128,13 +129,18 @@ class Taco(CreditVariant):
             if self.probe_tokens < 1 or self.probe_rows < 1:
                 raise BadInput("taco probe_tokens and probe_rows must be >= 1")
 
+    def __init__(self, config: Any = None):
+        """Read the settings; the answer checker's env is made on first use."""
+        super().__init__(config)
+        self._judge: AnswerJudge | None = None
+
     # ------------------------------------------------------------------ probes
     def score(self, batch: Batch, ctx: Context) -> None:
         """Probe the states around every call: ``u_j`` into the call turns' extras."""
-        policy, pool = ctx.need_policy(), ctx.need_envs()
+        policy = ctx.need_policy()
+        self._judge = judge = AnswerJudge.for_pool(self._judge, ctx.need_envs())
         start = time.perf_counter()
         tag_batch(batch.trajectories, policy, "taco")
-        env: Any = pool.envs[0]
         jobs: list[tuple[Trajectory, int, Probe, Probe | None]] = []
         for traj in batch.trajectories:
             if traj.auxiliary:
@@ -155,11 +161,11 @@ class Taco(CreditVariant):
             wanted += [before] + ([after] if after is not None else [])
         scores: dict[tuple[str, int | None, Probe], float] = {}
         for (task, seed), probes in by_group.items():
-            env.reset(seed=seed, options={"task_id": task})
-            prefix = str(env.unwrapped.answer_prefix())
+            env = judge.at(task, seed)
+            prefix = str(env.answer_prefix())
             answers = self._decode(policy, list(dict.fromkeys(probes)), prefix)
             for probe, text in answers.items():
-                scores[(task, seed, probe)] = float(env.unwrapped.check_answer(_cut(text, prefix)))
+                scores[(task, seed, probe)] = float(env.check_answer(_cut(text, prefix)))
         useful = redundant = misleading = 0
         for traj, j, before, after in jobs:
             s0 = scores[(traj.task_id, traj.seed, before)]
