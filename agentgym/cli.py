@@ -34,6 +34,7 @@ COMMANDS = {
     "submit": "agentgym.leaderboard.cli:submit",
     "leaderboard": "agentgym.leaderboard.cli:show",
     "leaderboard serve": "agentgym.leaderboard.cli:serve",
+    "serve": "agentgym.envs.remote.server:serve_command",
     "leaderboard publish": "agentgym.leaderboard.cli:publish",
     "verify": "agentgym.leaderboard.cli:verify",
 }
@@ -176,6 +177,10 @@ def eval_(
         bool,
         typer.Option(help="Also run the metric controls: positive (oracle), null, perturbation."),
     ] = False,
+    env_url: Annotated[
+        str | None,
+        typer.Option(help="Play the envs on this env service (agentgym serve), same results."),
+    ] = None,
 ) -> None:
     """Score an agent over many random seeds and write the results file.
 
@@ -206,6 +211,7 @@ def eval_(
             transcripts=transcripts,
             controls=controls,
             progress=True,
+            env_url=env_url,
         )
     except Interrupted as e:
         print(f"agentgym: {e}", file=sys.stderr)
@@ -484,6 +490,28 @@ def leaderboard_serve(
 
 
 @app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface; off loopback needs a token.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0: a free one, printed).")] = 8766,
+    token: Annotated[str | None, typer.Option(help="Token every request needs.")] = None,
+    env: Annotated[list[str] | None, typer.Option(help="Serve only this id (repeat).")] = None,
+    max_sessions: Annotated[int, typer.Option(help="Open sessions at most.")] = 1024,
+    idle_timeout: Annotated[float, typer.Option(help="Idle seconds; then closed.")] = 600.0,
+    step_timeout: Annotated[float, typer.Option(help="Seconds per call; then closed.")] = 60.0,
+    max_request_mb: Annotated[float, typer.Option(help="Largest request body (MiB).")] = 8.0,
+) -> None:
+    """Host envs over HTTP for agentgym/Remote-v0 (--env-url; token: AGENTGYM_SERVE_TOKEN).
+
+    Examples:
+        agentgym serve --env agentgym/Search-Menu-Small-v1
+
+        AGENTGYM_SERVE_TOKEN=secret agentgym serve --host 0.0.0.0
+    """
+    limits = (max_sessions, idle_timeout, step_timeout, max_request_mb)
+    command("serve")(host, port, token, env, *limits)
+
+
+@app.command()
 def verify(
     submission_id: Annotated[int, typer.Argument(help="The id printed by submit.")],
     sample: Annotated[int, typer.Option(help="Episodes to replay.")] = 10,
@@ -536,33 +564,13 @@ def quickstart(
     db: DbOption = None,
 ) -> None:
     """The main job end to end on a small default (what it does: :data:`QUICKSTART_HELP`)."""
-    from agentgym.harness.compare import compare as paired
-    from agentgym.harness.evaluate import evaluate
-    from agentgym.harness.plot import plot_report
-    from agentgym.harness.report import print_report, report_json
+    from agentgym.harness.quickstart import score_agents
 
     env_id, trained = command("quickstart policy")(
         out_dir, env, {"sft_steps": sft_steps, "sft_episodes": sft_episodes, "steps": rl_steps}
     )
-    agents = {**trained, "oracle": "oracle", "random": "random"}
-    after_rl = next(iter(trained))  # "sft+<variant>"
-    results, summary = {}, {}
-    for name, agent in agents.items():
-        path = out_dir / f"{name}.json"
-        results[name] = evaluate(
-            agent, [env_id], seeds=seeds, out=path, overwrite=True, progress=True
-        )
-        summary[name] = report_json(results[name])
-        out.print(f"wrote {path}")
-    print_report(out, results)
-    for a, b in (("sft", after_rl), ("random", after_rl)):
-        files = (str(out_dir / f"{a}.json"), str(out_dir / f"{b}.json"))
-        comparison = paired(results[a], results[b], names=(a, b), files=files)
-        out.print(escape(f"paired: {comparison['verdict']}"), soft_wrap=True)
-    plot_report(summary, out_dir / "report.png")
-    out.print(f"wrote {out_dir / 'report.png'}")
-    # the user's board; a result stored already (a second run) is not stored again
-    command("leaderboard publish")(db, results)
+    results = score_agents(env_id, trained, seeds, out_dir)
+    command("leaderboard publish")(db, results)  # a result stored before is not stored again
 
 
 def _fail(message: str) -> None:

@@ -159,9 +159,12 @@ def accepted_kwargs(env_id: str) -> list[str] | None:
     """The keyword arguments the id's env class takes, read from its ``__init__`` signatures.
 
     A constructor that passes ``**kwargs`` on to its base class adds the base's names, up the
-    class's MRO. None when the names cannot be known (a ``**kwargs`` that reaches ``object``).
+    class's MRO. None when the names cannot be known (a ``**kwargs`` that reaches ``object``,
+    or a class that forwards them to another env).
     """
     names: list[str] = []
+    if getattr(env_class(env_id), "forwards_kwargs", False):
+        return None  # passed on to an env that checks them itself (agentgym/Remote-v0)
     for cls in env_class(env_id).__mro__:
         init = vars(cls).get("__init__")
         if init is None:
@@ -212,7 +215,7 @@ def env_info(env_id: str) -> EnvInfo:
         ) from None
 
 
-def make(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
+def make(env_id: str, /, **kwargs: Any) -> gym.Env[Any, Any]:
     """``gymnasium.make`` for agentgym ids, with a "did you mean" error for unknown ids.
 
     Raises:
@@ -243,6 +246,7 @@ def make(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
 def make_vec(
     env_id: str,
     num_envs: int,
+    /,
     *,
     vectorization_mode: str = "sync",
     context: str | None = None,

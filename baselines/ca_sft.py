@@ -28,9 +28,8 @@ import torch
 
 from agentgym.baselines.config import TrainConfig
 from agentgym.baselines.prompt import History
-from agentgym.baselines.train import THINK, Demo, WarmStart, env_kwargs
+from agentgym.baselines.train import THINK, Demo, WarmStart, env_kwargs, make_env
 from agentgym.core.errors import BadInput
-from agentgym.registry import make
 from agentgym.terminal import Progress
 
 
@@ -139,7 +138,7 @@ def turn_weights(
 
 def ca_warm_start(cfg: TrainConfig, policy: Any) -> WarmStart:
     """CA-SFT's demonstrations and weights from ``cfg.sft.episodes`` noisy-expert episodes."""
-    env = make(cfg.env, split="train", **env_kwargs(cfg))
+    env = make_env(cfg, split="train", **env_kwargs(cfg))
     label = f"warm start (ca): noisy oracle's episodes (ε={cfg.sft.ca_epsilon})"
     episodes = []
     with Progress(label, cfg.sft.episodes, unit="episodes") as progress:

@@ -204,6 +204,16 @@ class TrainConfig:
     env_kwargs: str = ""
     """The env's constructor arguments as a JSON object, e.g. '{"menu": true}' (recorded in
     the checkpoint; evaluate it with the same ones: --env-kwarg menu=true)."""
+    env_url: str = ""
+    """Play the envs on this env service (`agentgym serve`) through agentgym/Remote-v0; the
+    episodes are the local ones (empty: make them here)."""
+    backend: str = "local"
+    """Where the rollout envs live: local (this process) or ray (env pools in Ray actors;
+    generation and the update stay here, batched)."""
+    address: str = ""
+    """Address of a Ray cluster for --backend ray (empty: start a local one)."""
+    env_actors: int = 2
+    """Ray actors holding the rollout envs (--backend ray), one CPU each."""
     credit: str = "grpo"
     """Credit variants joined by '+', e.g. 'gigpo' or 'gigpo+proas'."""
     credit_settings: str = ""

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from agentgym.baselines.batch import Trajectory, Turn
+from agentgym.baselines.envpool import EnvPool, step_each
 from agentgym.baselines.policies.base import Policy
 from agentgym.baselines.policies.constrained import allowed_tokens, encode_actions
 from agentgym.baselines.prompt import (
@@ -40,7 +41,6 @@ from agentgym.baselines.prompt import (
     action_choices,
 )
 from agentgym.baselines.scoring import context_limit, logprobs_of
-from agentgym.registry import make
 
 
 @dataclass(frozen=True)
@@ -67,28 +67,6 @@ class RolloutConfig:
     ``env.unwrapped.snapshot()``; with the observation and its info in ``"observation"`` and
     ``"observation_info"``) so :func:`branch` can replay from any turn; ignored for envs
     without snapshot support."""
-
-
-class EnvPool:
-    """``n`` instances of one env id, reused across training steps."""
-
-    def __init__(self, env_id: str, n: int, **env_kwargs: Any):
-        """Make the instances (they share the id's world)."""
-        self.env_id = env_id
-        self.env_kwargs = dict(env_kwargs)
-        self.envs = [make(env_id, **env_kwargs) for _ in range(n)]
-        self.supports_snapshot = bool(getattr(self.envs[0].unwrapped, "supports_snapshot", False))
-
-    def __len__(self) -> int:
-        """The number of instances."""
-        return len(self.envs)
-
-    def grow(self, n: int) -> None:
-        """Make sure the pool holds at least ``n`` instances (made like the first ones)."""
-        first: Any = self.envs[0].unwrapped
-        kwargs = {"split": first.split, **self.env_kwargs}
-        while len(self.envs) < n:
-            self.envs.append(make(self.env_id, **kwargs))
 
 
 @dataclass
@@ -162,7 +140,7 @@ def collect(
         history.observe(obs, info)
         key = None if gumbel_keys is None else gumbel_keys[n]
         slots.append(_Slot(env, traj, obs, info, history, key))
-    _play(policy, slots, cfg, snapshots=cfg.snapshots and pool.supports_snapshot)
+    _play(policy, pool, slots, cfg, snapshots=cfg.snapshots and pool.supports_snapshot)
     return [s.traj for s in slots]
 
 
@@ -275,7 +253,7 @@ def branch(
             for s, (parent, k) in zip(slots, _each(parents, n), strict=True)
             if _force(s, parent.turns[k], cfg, cfg.snapshots)
         ]
-    _play(policy, active, cfg, snapshots=cfg.snapshots)
+    _play(policy, pool, active, cfg, snapshots=cfg.snapshots)
     return [s.traj for s in slots]
 
 
@@ -444,15 +422,22 @@ def _privileged_context(turn: Turn) -> str | None:
     return None if context is None else str(context)
 
 
-def _play(policy: Policy, slots: list[_Slot], cfg: RolloutConfig, *, snapshots: bool) -> None:
+def _play(
+    policy: Policy, pool: EnvPool, slots: list[_Slot], cfg: RolloutConfig, *, snapshots: bool
+) -> None:
     """Step every slot until its episode ends (the one turn loop of collect and branch)."""
     active = list(slots)
     while active:
-        active = _turn(policy, cfg, active, snapshots)
+        active = _turn(policy, pool, cfg, active, snapshots)
 
 
-def _turn(policy: Policy, cfg: RolloutConfig, active: list[_Slot], snapshots: bool) -> list[_Slot]:
-    """One generation for every active rollout, one env step each; the still-active ones."""
+def _turn(
+    policy: Policy, pool: EnvPool, cfg: RolloutConfig, active: list[_Slot], snapshots: bool
+) -> list[_Slot]:
+    """One generation for every active rollout, one env step each; the still-active ones.
+
+    The pool steps all the envs in one batch.
+    """
     prompts = [s.history.prompt() for s in active]
     choices = [action_choices(policy, s.info, cfg.constrained) for s in active]
     if cfg.prompt.layout == "concat":
@@ -469,12 +454,14 @@ def _turn(policy: Policy, cfg: RolloutConfig, active: list[_Slot], snapshots: bo
         greedy=cfg.greedy,
         gumbel_keys=keys,
     )
+    step_many = getattr(pool, "step_many", None) or step_each  # a duck-typed pool steps each
+    stepped = step_many([s.env for s in active], [a.text for a in acted], snapshots)
     still = []
-    for s, a in zip(active, acted, strict=True):
+    for s, a, (snap, result) in zip(active, acted, stepped, strict=True):
         out, choice = a.out, a.choices
         mask = None if choice is None else allowed_tokens(out.ids, choice, policy.tokenizer.eos_id)
         logps = torch.tensor(out.logps, dtype=torch.float32)
-        if _step_slot(s, a.prompt, out.ids, a.text, logps, mask, cfg, snapshots):
+        if _record(s, a.prompt, out.ids, a.text, logps, mask, cfg, snap, result):
             still.append(s)
     return still
 
@@ -492,15 +479,37 @@ def _step_slot(
     forced: bool = False,
 ) -> bool:
     """Send ``action`` to the slot's env and record the turn; whether the episode goes on."""
+    snap = s.env.unwrapped.snapshot() if snapshots else None
+    result = s.env.step(action)
+    return _record(s, prompt, ids, action, logp_old, mask, cfg, snap, result, forced=forced)
+
+
+def _record(
+    s: _Slot,
+    prompt: list[int],
+    ids: list[int],
+    action: str,
+    logp_old: torch.Tensor | None,
+    mask: list[list[int]] | None,
+    cfg: RolloutConfig,
+    snap: bytes | None,
+    result: tuple[Any, float, bool, bool, dict[str, Any]],
+    *,
+    forced: bool = False,
+) -> bool:
+    """Record the turn that took ``action`` and gave ``result``; whether the episode goes on.
+
+    ``snap`` is the state the turn acted from, where snapshots are kept.
+    """
     extras: dict[str, Any] = {"action": action, "observation": s.obs}
     if PRIVILEGED_KEY in s.info:  # a privileged env: the teachers' view of this state
         extras[PRIVILEGED_KEY] = str(s.info[PRIVILEGED_KEY])
     if forced:
         extras["forced"] = True
-    if snapshots:
-        extras.update(snapshot=s.env.unwrapped.snapshot(), observation_info=s.info)
+    if snap is not None:
+        extras.update(snapshot=snap, observation_info=s.info)
     state_key = s.info.get("state_key")
-    o, reward, terminated, truncated, info = s.env.step(action)
+    o, reward, terminated, truncated, info = result
     s.traj.turns.append(
         Turn(
             prompt_ids=torch.tensor(prompt, dtype=torch.long),

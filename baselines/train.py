@@ -30,35 +30,20 @@ from agentgym.agents.checkpoint import is_checkpoint_dir
 from agentgym.baselines.batch import Batch, StepContext, generated_tokens
 from agentgym.baselines.config import SFT_MODES, TrainConfig
 from agentgym.baselines.credit import compose
+from agentgym.baselines.envpool import EnvPool, env_kwargs, make_env, rollout_pool
 from agentgym.baselines.policies.agent import (
     DEFAULT_POLICY_CLASS,
     import_policy_class,
     save_policy_checkpoint,
 )
 from agentgym.baselines.prompt import History
-from agentgym.baselines.rollout import EnvPool, RolloutConfig
+from agentgym.baselines.rollout import RolloutConfig
 from agentgym.baselines.teachers import Teachers, check_tokenizer, parse_teachers
 from agentgym.baselines.update import adamw, update
 from agentgym.core.errors import BadInput
 from agentgym.harness.plot import agg_figure
 from agentgym.harness.pool import Pool, open_pool
-from agentgym.registry import make
 from agentgym.terminal import Progress
-
-
-def env_kwargs(cfg: TrainConfig) -> dict[str, Any]:
-    """``cfg.env_kwargs`` parsed: the env's constructor arguments."""
-    if not cfg.env_kwargs.strip():
-        return {}
-    try:
-        kwargs = json.loads(cfg.env_kwargs)
-    except json.JSONDecodeError as e:
-        raise BadInput(f"--env-kwargs is not valid JSON: {e}") from None
-    if not isinstance(kwargs, dict):
-        raise BadInput("--env-kwargs must be a JSON object, e.g. '{\"menu\": true}'")
-    if "split" in kwargs:
-        raise BadInput("--env-kwargs may not set split: training uses train, evaluation val")
-    return kwargs
 
 
 def credit_settings(cfg: TrainConfig) -> dict[str, Any]:
@@ -188,7 +173,7 @@ def oracle_demos(cfg: TrainConfig, policy: Any) -> list[Demo]:
     mask: the forced tokens (an item's text after its first distinct token) teach the policy
     to read the menu, and on Search-Menu-Small the plain loss gave a better warm start.
     """
-    env = make(cfg.env, split="train", **env_kwargs(cfg))
+    env = make_env(cfg, split="train", **env_kwargs(cfg))
     teacher = _teacher(cfg, env)
     rng = np.random.default_rng([cfg.seed, 1])
     demos: list[Demo] = []
@@ -338,9 +323,11 @@ def rl_step(
     # Rollout statistics over fresh episodes only: branches are started where a sampler chose
     # to, and edited copies carry bonus outcomes, so either would bias them.
     fresh = [t for t in batch.trajectories if t.parent_id is None and not t.edited]
+    env_metrics = getattr(pool, "step_metrics", None)  # a Ray pool: actors restarted, replays
     generated = generated_tokens(batch.trajectories)  # what the policy sampled this step
     valid = [turn.info.get("action_valid", True) for t in fresh for turn in t.turns]
     return {
+        **(env_metrics() if env_metrics is not None else {}),
         **metrics,
         **batch.metrics,
         "success": float(np.mean([t.outcome for t in fresh])) if fresh else float("nan"),
@@ -363,7 +350,11 @@ def _start_up(cfg: TrainConfig, plan: Any) -> tuple[EnvPool, dict[str, Any]]:
     teacher_dirs = parse_teachers(cfg.rl.teachers)
     plan.check_teachers(list(teacher_dirs))
     rollout_kwargs = {**kwargs, "privileged": True} if plan.needs_privileged else kwargs
-    probe = make(cfg.env, **rollout_kwargs)
+    if cfg.backend not in ("local", "ray"):
+        raise BadInput(f"--backend must be local or ray, got {cfg.backend!r}")
+    if cfg.env_actors < 1:
+        raise BadInput(f"--env-actors must be at least 1, got {cfg.env_actors}")
+    probe = make_env(cfg, **rollout_kwargs)
     plan.check(probe)  # an env lacking what a variant needs
     plan.check_teachers(list(teacher_dirs), probe)  # teachers a variant cannot use
     # the reference's checkpoint is read once the warm start exists; its folder is checked now
@@ -374,7 +365,7 @@ def _start_up(cfg: TrainConfig, plan: Any) -> tuple[EnvPool, dict[str, Any]]:
         for name, p in teacher_dirs.items()
     }
     size = cfg.rl.tasks_per_step * cfg.rl.group_size
-    return EnvPool(cfg.env, size, split="train", **rollout_kwargs), named
+    return rollout_pool(cfg, size, split="train", **rollout_kwargs), named
 
 
 def train(cfg: TrainConfig, out: Path) -> Path:
@@ -385,6 +376,14 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     """
     plan = compose(cfg.credit, plan_settings(cfg))
     pool, named = _start_up(cfg, plan)
+    try:
+        return _train(cfg, out, plan, pool, named)
+    finally:
+        pool.close()
+
+
+def _train(cfg: TrainConfig, out: Path, plan: Any, pool: EnvPool, named: dict[str, Any]) -> Path:
+    """:func:`train` once its rollout envs exist."""
     torch.manual_seed(cfg.seed)
     policy = make_policy(cfg)
     out.mkdir(parents=True, exist_ok=True)

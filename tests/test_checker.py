@@ -21,10 +21,13 @@ OFFICIAL_FIXTURES = {
 # tasks, so tests/envs/web/test_miniwob.py runs the checker on a sample and an oracle on every
 # task that has one.
 BROWSER = [i for i in env_ids() if i.startswith(("agentgym/MiniWoB-", "agentgym/Shop-Browser-"))]
+# agentgym/Remote-v0 plays another id on a server: tests/envs/remote runs the checker on it
+# through the service, for an id of each family.
+REMOTE = env_ids("remote")
 CHECKED = [
     i
     for i in env_ids()
-    if env_info(i).preset != "Large" and "Official" not in i and i not in BROWSER
+    if env_info(i).preset != "Large" and "Official" not in i and i not in BROWSER + REMOTE
 ]
 LARGE = [i for i in env_ids() if env_info(i).preset == "Large" and i not in BROWSER]
 
@@ -32,7 +35,8 @@ LARGE = [i for i in env_ids() if env_info(i).preset == "Large" and i not in BROW
 def test_every_id_is_checked_somewhere():
     official = [i for i in env_ids() if "Official" in i]
     assert sorted(official) == sorted(OFFICIAL_FIXTURES)
-    assert set(CHECKED) | set(LARGE) | set(official) | set(BROWSER) == set(env_ids())
+    assert set(CHECKED) | set(LARGE) | set(official) | set(BROWSER) | set(REMOTE) == set(env_ids())
+    assert REMOTE == ["agentgym/Remote-v0"]
     assert "agentgym/Search-Menu-Small-v0" in CHECKED and "agentgym/Search-Free-Small-v0" in CHECKED
 
 

@@ -26,6 +26,8 @@ OTHER_PARTS = {
     "trainer": "agentgym.baselines.bench.trainer",
     "learning": "agentgym.baselines.bench.learning",
     "credit": "agentgym.baselines.bench.credit",
+    "serve": "agentgym.envs.remote.service_bench",
+    "rollouts": "agentgym.baselines.bench.rollouts",
 }
 """The parts that are not an env family's, by name -> the module that measures it."""
 

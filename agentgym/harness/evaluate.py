@@ -34,7 +34,8 @@ from agentgym.harness.results import (
 from agentgym.harness.runner import Unit, execute
 from agentgym.harness.seeds import episode_seeds
 from agentgym.harness.stats import DEFAULT_REPS, aggregate
-from agentgym.registry import env_info, make
+from agentgym.harness.worker import make_env
+from agentgym.registry import env_info
 from agentgym.terminal import Progress
 
 Key = tuple[str, int, int]
@@ -63,6 +64,8 @@ class RunPlan:
     root_seed: int = 0
     split: str = "test"
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_url: str | None = None
+    """An env service to play on (its episodes are the local env's, so not in the identity)."""
 
     @property
     def total(self) -> int:
@@ -78,7 +81,7 @@ def header(plan: RunPlan) -> ResultsHeader:
     """Everything of a results file but its episodes and aggregates (builds each env once)."""
     envs: list[EnvEntry] = []
     for env_id in plan.env_ids:
-        env = make(env_id, split=plan.split, **plan.env_kwargs)
+        env = make_env(env_id, plan.env_url, split=plan.split, **plan.env_kwargs)
         envs.append(
             {
                 "id": env_id,
@@ -144,6 +147,7 @@ def plan_units(plan: RunPlan, done: set[Key], transcripts: bool = False) -> list
                         plan.split,
                         dict(plan.env_kwargs),
                         transcripts,
+                        plan.env_url,
                     )
                 )
     return units
@@ -167,6 +171,7 @@ def evaluate(
     transcripts: bool = False,
     controls: bool = False,
     progress: bool = False,
+    env_url: str | None = None,
 ) -> dict[str, Any]:
     """Score an agent on envs over many seeded runs; return the results document.
 
@@ -190,13 +195,17 @@ def evaluate(
         controls: also run the metric controls: positive (oracle), null (permuted answers)
             and perturbation (known perturbations of the gold lower the score as expected).
         progress: show a progress bar on stderr.
+        env_url: play the envs on this env service (``agentgym serve``) through
+            agentgym/Remote-v0; the records are the same as local ones.
 
     Raises:
         BadInput: unusable arguments, or ``out`` belongs to another run.
         Interrupted: Ctrl-C; finished episodes stay in the journal for a resume.
     """
     kwargs = dict(env_kwargs or {})
-    plan = RunPlan(agent_spec, tuple(env_ids), seeds, episodes_per_seed, root_seed, split, kwargs)
+    plan = RunPlan(
+        agent_spec, tuple(env_ids), seeds, episodes_per_seed, root_seed, split, kwargs, env_url
+    )
     _check(plan, out, transcripts)
     doc = header(plan)
     records = _resume(out, identity_of(doc), overwrite) if out else []

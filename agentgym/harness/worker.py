@@ -33,6 +33,8 @@ class Unit:
     split: str
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     transcripts: bool = False
+    env_url: str | None = None
+    """An env service (``agentgym serve``) to play the env on, through agentgym/Remote-v0."""
 
 
 Outcome = tuple[EpisodeRecord, list[Any] | None]
@@ -56,19 +58,21 @@ class EnvCache:
         return len(self._envs)
 
     @contextlib.contextmanager
-    def lease(self, env_id: str, split: str, kwargs: dict[str, Any]) -> Iterator[gym.Env[Any, Any]]:
+    def lease(
+        self, env_id: str, split: str, kwargs: dict[str, Any], env_url: str | None = None
+    ) -> Iterator[gym.Env[Any, Any]]:
         """The env for a unit: the kept one, or a new one (kept if it is an AgentEnv).
 
         Yields:
             The env, its per-turn key cleared as in a fresh env.
         """
-        key = (env_id, split, json.dumps(kwargs, sort_keys=True, default=repr))
+        key = (env_id, split, json.dumps([kwargs, env_url], sort_keys=True, default=repr))
         env = self._envs.get(key)
         if env is not None:
             env.unwrapped.set_rng(None)  # type: ignore[attr-defined]  # an agent may have keyed it
             yield env
             return
-        env = make(env_id, split=split, **kwargs)
+        env = make_env(env_id, env_url, split=split, **kwargs)
         if isinstance(env.unwrapped, AgentEnv):
             self._envs[key] = env
             yield env
@@ -83,6 +87,13 @@ class EnvCache:
         envs, self._envs = list(self._envs.values()), {}
         for env in envs:
             env.close()
+
+
+def make_env(env_id: str, env_url: str | None = None, **kwargs: Any) -> gym.Env[Any, Any]:
+    """``env_id`` made here, or played on the env service at ``env_url`` (Remote-v0)."""
+    if env_url:
+        return make("agentgym/Remote-v0", url=env_url, env_id=env_id, **kwargs)
+    return make(env_id, **kwargs)
 
 
 def run_unit(unit: Unit) -> list[Outcome]:
@@ -102,7 +113,7 @@ def iter_unit(unit: Unit, envs: EnvCache | None = None) -> Iterator[Outcome]:
     """
     cache = envs if envs is not None else EnvCache()
     try:
-        with cache.lease(unit.env_id, unit.split, unit.env_kwargs) as env:
+        with cache.lease(unit.env_id, unit.split, unit.env_kwargs, unit.env_url) as env:
             agent = load_agent(unit.agent_spec)
             for episode, seed in unit.episodes:
                 steps: list[Any] | None = [] if unit.transcripts else None

@@ -173,7 +173,8 @@ def _setup(
     policy, name, rollout = _policy(console, env, checkpoint, quick, seed)
     analytic_ok = states_values and name == "uniform"
     privileged = privileged or analytic_ok
-    pool = EnvPool(env, 1, split="train", **({"privileged": True} if privileged else {}))
+    extra: dict[str, Any] = {"privileged": True} if privileged else {}
+    pool = EnvPool(env, 1, split="train", **extra)
     return Setup(
         env=env,
         policy=policy,

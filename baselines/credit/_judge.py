@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from agentgym.baselines.batch import Trajectory
-from agentgym.registry import make
 
 
 class AnswerJudge:
@@ -23,7 +22,7 @@ class AnswerJudge:
     def __init__(self, pool: Any):
         """Make the private env (like the pool's: same id and kwargs)."""
         self.pool = pool
-        self.env = make(pool.env_id, **pool.env_kwargs)
+        self.env = pool.make_env()
         self.task: str | None = None
         self.calls = 0
 

@@ -40,6 +40,9 @@ def test_bad_constructor_argument_is_bad_input_listing_the_accepted_ones():
 def test_every_id_knows_the_keyword_arguments_its_class_takes():
     for env_id in env_ids():
         accepted = accepted_kwargs(env_id)
+        if env_info(env_id).family == "remote":  # forwarded: the hosted env checks them
+            assert accepted is None, env_id
+            continue
         assert accepted is not None, env_id
         assert {"split", "privileged", "max_turns", "render_mode"} <= set(accepted), env_id
         assert set(env_info(env_id).kwargs) <= set(accepted), env_id
