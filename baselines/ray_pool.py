@@ -116,6 +116,7 @@ class RayEnvPool(EnvPool):
         env_url: str | None = None,
         wrapper: str | None = None,
         restart_timeout_s: float = 120.0,
+        start_timeout_s: float = 300.0,
         **env_kwargs: Any,
     ):
         """Start ``actors`` actors and ``n`` envs spread over them.
@@ -128,7 +129,7 @@ class RayEnvPool(EnvPool):
             raise BadInput(f"--env-actors must be at least 1, got {actors}")
         self.env_id, self.env_url = env_id, env_url or None
         self.env_kwargs = dict(env_kwargs)
-        self.restart_timeout_s = restart_timeout_s
+        self.restart_timeout_s, self.start_timeout_s = restart_timeout_s, start_timeout_s
         self.restarts = self.replayed_steps = 0
         self._reported = (0, 0)
         self._stack = contextlib.ExitStack()
@@ -137,13 +138,27 @@ class RayEnvPool(EnvPool):
         self.actors = [
             remote.remote(env_id, self.env_url, self.env_kwargs, wrapper) for _ in range(actors)
         ]
-        self._incarnations: list[str | None] = list(ray.get([a.ping.remote() for a in self.actors]))
+        self._incarnations: list[str | None] = self._started(actors)
         probe = make_env(env_id, self.env_url, **self.env_kwargs)
         self._spaces = (probe.observation_space, probe.action_space)
         self.supports_snapshot = bool(getattr(probe.unwrapped, "supports_snapshot", False))
         probe.close()
         self.envs: list[Any] = []
         self.grow(n)
+
+    def _started(self, actors: int) -> list[str | None]:
+        """Each actor's incarnation once all are up; BadInput where Ray cannot place them."""
+        try:
+            return list(
+                self._ray.get([a.ping.remote() for a in self.actors], timeout=self.start_timeout_s)
+            )
+        except self._ray.exceptions.GetTimeoutError:
+            self.close()
+            raise BadInput(
+                f"{actors} env actors of one CPU each did not start within "
+                f"{self.start_timeout_s:g} s: the Ray cluster has fewer free CPUs "
+                "(--env-actors fewer, or a larger cluster)"
+            ) from None
 
     def make_env(self, **overrides: Any) -> Any:
         """One env made here like the pool's (the judges of some variants keep their own)."""

@@ -11,7 +11,9 @@ actors, on two kinds of env:
 
 Rows: seconds per batch (median of alternating repeats), env steps per second, and whether
 each backend's batch equals the local one. On a 2-core host the driver's generation and two
-actors share two cores: the ratio shows overlap of waiting more than added compute.
+actors share two cores: the ratio shows overlap of waiting more than added compute. The
+local Ray declares 3 logical CPUs, so that both Ray pools exist while the repeats alternate;
+only one collects at a time.
 """
 
 from __future__ import annotations
@@ -73,7 +75,9 @@ def run(console: Console, quick: bool = False) -> dict[str, Any]:
     repeats = 1 if quick else REPEATS
     rows: list[dict[str, Any]] = []
     ratios: dict[str, float] = {}
-    with ray_session(num_cpus=2):
+    # 3 logical CPUs: the 1-actor and the 2-actor pools both exist while the repeats
+    # alternate, but only one collects at a time (on this host's 2 cores).
+    with ray_session(num_cpus=3):
         for slow in (True, False):
             wrapper = f"{__name__}:StepDelay" if slow else None
             local = EnvPool(ENV_ID, size, split="train")

@@ -334,3 +334,13 @@ def test_training_through_the_service_gives_the_local_run(tmp_path):
         assert service.metrics.counts["steps"] > 0  # the rollouts stepped on the server
     weights = [(tmp_path / d / "model.safetensors").read_bytes() for d in ("local", "remote")]
     assert weights[0] == weights[1]
+
+
+def test_serve_refuses_another_address_without_a_token_with_exit_2():
+    sys.path.insert(0, str(HERE.parents[1]))
+    from clirun import cli
+
+    out = cli("serve", "--host", "0.0.0.0", env={**os.environ, "AGENTGYM_SERVE_TOKEN": ""})
+    assert out.returncode == 2 and "set a bearer token" in out.stderr
+    out = cli("serve", "--env", "agentgym/Nope-v0")
+    assert out.returncode == 2 and "unknown environment" in out.stderr
