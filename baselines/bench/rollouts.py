@@ -116,6 +116,11 @@ def run(console: Console, quick: bool = False) -> dict[str, Any]:
                 if name != "local":
                     ratios[f"{kind}: local / {name}"] = round(timed.ratio("local", name), 2)
                     pools[name].close()
+    _print(console, rows, ratios)
+    return {"part": "rollouts", "rows": rows, "ratios": ratios}
+
+
+def _print(console: Console, rows: list[dict[str, Any]], ratios: dict[str, float]) -> None:
     table = Table(title=f"rollout throughput, {GROUPS}×{GROUP_SIZE} rollouts on {ENV_ID}")
     for col in ("env", "backend", "s per batch", "env steps/s", "same batch as local"):
         table.add_column(col)
@@ -126,4 +131,3 @@ def run(console: Console, quick: bool = False) -> dict[str, Any]:
         )
     console.print(table)
     console.print(f"speed-ups over local: {ratios}")
-    return {"part": "rollouts", "rows": rows, "ratios": ratios}
