@@ -61,12 +61,12 @@ class AgentEnv(gym.Env[ObsT, ActT], Generic[ObsT, ActT]):
     supports_snapshot: ClassVar[bool] = True
     default_max_turns: ClassVar[int] = 20
     has_oracle: bool = True
-    forwards_kwargs: ClassVar[bool] = False
-    """Whether the constructor passes unknown keyword arguments on to another env (a remote
-    one, which checks them itself); :func:`agentgym.registry.make` then leaves them alone."""
     """Whether ``oracle_action`` exists; an env that wraps tasks without a scripted solver
     sets it False (``oracle_action`` then raises NotImplementedError, and the checker skips
     its oracle check)."""
+    forwards_kwargs: ClassVar[bool] = False
+    """Whether the constructor passes unknown keyword arguments on to another env (a remote
+    one, which checks them itself); :func:`agentgym.registry.make` then leaves them alone."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> AgentEnv[Any, Any]:
         """Create the instance and keep its constructor arguments (pickling rebuilds it)."""
