@@ -233,17 +233,18 @@ class Service:
             session = Session(session_id or secrets.token_urlsafe(16), env_id, None)
             session.busy = 1
             self._sessions[session.id] = session
+        env: Any = None
         try:
             env = make(env_id, **kwargs)
+            description = describe(env, env_id)  # a space the wire cannot describe: refused
         except AgentGymError as e:
-            self._drop(session)
+            self._drop(session, env)
             raise ServiceError(400, type(e).__name__, str(e)) from None
         except Exception as e:
-            self._drop(session)
+            self._drop(session, env)
             self.metrics.error("create")
             raise ServiceError(500, type(e).__name__, f"making {env_id} failed: {e}") from None
         session.env = env
-        description = describe(env, env_id)
         session.busy, session.last_used = 0, time.monotonic()
         self.metrics.count("created")
         if session.closed:  # timed out while the env was being made
@@ -334,10 +335,13 @@ class Service:
                 session.lock.release()
         return True
 
-    def _drop(self, session: Session) -> None:
+    def _drop(self, session: Session, env: Any = None) -> None:
         with self._lock:
             self._sessions.pop(session.id, None)
         session.closed = True
+        if env is not None:
+            with contextlib.suppress(Exception):
+                env.close()
 
     def expire(self, now: float | None = None) -> int:
         """Close the sessions idle longer than the limit; how many."""
