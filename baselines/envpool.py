@@ -15,7 +15,7 @@ import gymnasium as gym
 
 from agentgym.baselines.config import TrainConfig
 from agentgym.core.errors import BadInput
-from agentgym.registry import make
+from agentgym.harness.worker import make_env as make_here_or_remote
 
 __all__ = ["EnvPool", "env_kwargs", "make_env", "rollout_pool", "step_each"]
 
@@ -37,10 +37,7 @@ class EnvPool:
 
     def make_env(self, **overrides: Any) -> Any:
         """One more env made like the pool's (``overrides`` replacing its kwargs), not kept."""
-        kwargs = {**self.env_kwargs, **overrides}
-        if self.env_url:
-            return make("agentgym/Remote-v0", url=self.env_url, env_id=self.env_id, **kwargs)
-        return make(self.env_id, **kwargs)
+        return make_here_or_remote(self.env_id, self.env_url, **{**self.env_kwargs, **overrides})
 
     def __len__(self) -> int:
         """The number of instances."""
@@ -85,13 +82,20 @@ def step_each(
 
 def make_env(cfg: TrainConfig, **kwargs: Any) -> gym.Env[Any, Any]:
     """An env of ``cfg.env`` made with ``kwargs``: here, or on ``cfg.env_url``'s service."""
-    if cfg.env_url:
-        return make("agentgym/Remote-v0", url=cfg.env_url, env_id=cfg.env, **kwargs)
-    return make(cfg.env, **kwargs)
+    return make_here_or_remote(cfg.env, cfg.env_url or None, **kwargs)
+
+
+def check_pool_options(cfg: TrainConfig) -> None:
+    """Refuse (BadInput) a ``--backend`` or ``--env-actors`` the rollout pool cannot use."""
+    if cfg.backend not in ("local", "ray"):
+        raise BadInput(f"--backend must be local or ray, got {cfg.backend!r}")
+    if cfg.env_actors < 1:
+        raise BadInput(f"--env-actors must be at least 1, got {cfg.env_actors}")
 
 
 def rollout_pool(cfg: TrainConfig, size: int, **kwargs: Any) -> EnvPool:
     """The rollout envs: an :class:`EnvPool` here, or in Ray actors with ``--backend ray``."""
+    check_pool_options(cfg)
     if cfg.backend == "ray":
         from agentgym.baselines.ray_pool import RayEnvPool
 
@@ -103,8 +107,6 @@ def rollout_pool(cfg: TrainConfig, size: int, **kwargs: Any) -> EnvPool:
             env_url=cfg.env_url or None,
             **kwargs,
         )
-    if cfg.backend != "local":
-        raise BadInput(f"--backend must be local or ray, got {cfg.backend!r}")
     return EnvPool(cfg.env, size, env_url=cfg.env_url or None, **kwargs)
 
 

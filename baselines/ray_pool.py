@@ -23,11 +23,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from agentgym.baselines.rollout import EnvPool
+from agentgym.baselines.envpool import EnvPool
 from agentgym.core.errors import BadInput
 from agentgym.harness.env_actor import EnvActor
 from agentgym.harness.runner import ray_session
-from agentgym.harness.worker import make_env
 
 __all__ = ["ActorEnv", "RayEnvPool"]
 
@@ -139,7 +138,7 @@ class RayEnvPool(EnvPool):
             remote.remote(env_id, self.env_url, self.env_kwargs, wrapper) for _ in range(actors)
         ]
         self._incarnations: list[str | None] = self._started(actors)
-        probe = make_env(env_id, self.env_url, **self.env_kwargs)
+        probe = self.make_env()  # here, for the spaces and abilities the stand-ins report
         self._spaces = (probe.observation_space, probe.action_space)
         self.supports_snapshot = bool(getattr(probe.unwrapped, "supports_snapshot", False))
         probe.close()
@@ -159,10 +158,6 @@ class RayEnvPool(EnvPool):
                 f"{self.start_timeout_s:g} s: the Ray cluster has fewer free CPUs "
                 "(--env-actors fewer, or a larger cluster)"
             ) from None
-
-    def make_env(self, **overrides: Any) -> Any:
-        """One env made here like the pool's (the judges of some variants keep their own)."""
-        return make_env(self.env_id, self.env_url, **{**self.env_kwargs, **overrides})
 
     def grow(self, n: int) -> None:
         """Make sure the pool holds at least ``n`` envs (env ``i`` in actor ``i % actors``)."""

@@ -30,7 +30,13 @@ from agentgym.agents.checkpoint import is_checkpoint_dir
 from agentgym.baselines.batch import Batch, StepContext, generated_tokens
 from agentgym.baselines.config import SFT_MODES, TrainConfig
 from agentgym.baselines.credit import compose
-from agentgym.baselines.envpool import EnvPool, env_kwargs, make_env, rollout_pool
+from agentgym.baselines.envpool import (
+    EnvPool,
+    check_pool_options,
+    env_kwargs,
+    make_env,
+    rollout_pool,
+)
 from agentgym.baselines.policies.agent import (
     DEFAULT_POLICY_CLASS,
     import_policy_class,
@@ -350,10 +356,7 @@ def _start_up(cfg: TrainConfig, plan: Any) -> tuple[EnvPool, dict[str, Any]]:
     teacher_dirs = parse_teachers(cfg.rl.teachers)
     plan.check_teachers(list(teacher_dirs))
     rollout_kwargs = {**kwargs, "privileged": True} if plan.needs_privileged else kwargs
-    if cfg.backend not in ("local", "ray"):
-        raise BadInput(f"--backend must be local or ray, got {cfg.backend!r}")
-    if cfg.env_actors < 1:
-        raise BadInput(f"--env-actors must be at least 1, got {cfg.env_actors}")
+    check_pool_options(cfg)
     probe = make_env(cfg, **rollout_kwargs)
     plan.check(probe)  # an env lacking what a variant needs
     plan.check_teachers(list(teacher_dirs), probe)  # teachers a variant cannot use

@@ -29,6 +29,8 @@ import contextlib
 import hmac
 import os
 import secrets
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -351,3 +353,24 @@ def serve_command(
         limits,
         on_start=lambda url: print(f"serving {what} at {url} (Ctrl-C to stop)", flush=True),
     )
+
+
+def spawn(env_ids: Sequence[str]) -> tuple[subprocess.Popen[str], str]:
+    """``agentgym serve --port 0`` for ``env_ids`` in a child process, once it listens.
+
+    Returns:
+        The process (the caller stops it) and the URL it announced.
+
+    Raises:
+        RuntimeError: the server exited or printed something else first.
+    """
+    args = [sys.executable, "-m", "agentgym.cli", "serve", "--port", "0"]
+    for env_id in env_ids:
+        args += ["--env", env_id]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if " at http://" not in line:
+        proc.kill()
+        raise RuntimeError(f"agentgym serve did not start: {line!r}")
+    return proc, line.split(" at ")[1].split()[0]

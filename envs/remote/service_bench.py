@@ -17,9 +17,7 @@ Bounded: each session has a deadline and the run stops by itself.
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -31,6 +29,7 @@ from rich.table import Table
 
 from agentgym.agents.builtin import RandomAgent
 from agentgym.core.canonical import canonical
+from agentgym.envs.remote.server import spawn
 from agentgym.registry import make
 
 STEP_ENVS = ("agentgym/Search-Menu-Small-v1", "agentgym/Tools-Ecommerce-v0")
@@ -41,16 +40,9 @@ SESSION_DEADLINE_S = 600.0
 @contextlib.contextmanager
 def server_process(env_ids: tuple[str, ...]) -> Iterator[str]:
     """``agentgym serve`` on a free loopback port in a child process; its URL."""
-    args = [sys.executable, "-m", "agentgym.cli", "serve", "--port", "0"]
-    for env_id in env_ids:
-        args += ["--env", env_id]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    proc, url = spawn(env_ids)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if " at http://" not in line:
-            raise RuntimeError(f"agentgym serve did not start: {line!r}")
-        yield line.split(" at ")[1].split()[0]
+        yield url
     finally:
         proc.terminate()
         try:

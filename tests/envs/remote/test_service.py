@@ -4,7 +4,6 @@ failures a user meets (a raising env, a slow one, limits, a token, a server that
 import json
 import math
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -20,7 +19,7 @@ from agentgym.checker.transcript import transcript
 from agentgym.core.errors import BadInput, ResetNeeded, SnapshotMismatch
 from agentgym.envs.remote import wire
 from agentgym.envs.remote.env import RemoteEnvError, ServiceUnavailable
-from agentgym.envs.remote.server import Limits, Service, resolve_token, serve_in_thread
+from agentgym.envs.remote.server import Limits, Service, resolve_token, serve_in_thread, spawn
 from agentgym.harness.evaluate import evaluate
 from agentgym.registry import env_ids, env_info, register, unregister
 
@@ -273,23 +272,11 @@ def test_concurrent_sessions_keep_their_own_episodes():
 
 
 # ---------------------------------------------------------------------- eval through a server
-def _start_server(env_id):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentgym.cli", "serve", "--port", "0", "--env", env_id],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "COLUMNS": "300"},
-    )
-    line = proc.stdout.readline()
-    assert " at http://" in line, line
-    return proc, line.split(" at ")[1].split()[0]
-
-
 def test_eval_survives_a_server_killed_mid_run_and_resumes_after_a_restart(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(HERE))
     local = evaluate("oracle", [KEY_DOOR], seeds=6, out=tmp_path / "local.json")
     out = tmp_path / "remote.json"
-    proc, url = _start_server(KEY_DOOR)
+    proc, url = spawn([KEY_DOOR])
     try:
         monkeypatch.setenv("KILL_SERVER_PID", str(proc.pid))
         first = evaluate("service_envs:KillingAgent", [KEY_DOOR], seeds=6, out=out, env_url=url)
@@ -299,7 +286,7 @@ def test_eval_survives_a_server_killed_mid_run_and_resumes_after_a_restart(tmp_p
     errored = [e for e in first["episodes"] if e["error"]]
     assert errored and len(first["episodes"]) == 6
     assert all("ServiceUnavailable" in e["error"] for e in errored)
-    proc, url = _start_server(KEY_DOOR)  # a new server, on another port
+    proc, url = spawn([KEY_DOOR])  # a new server, on another port
     try:
         second = evaluate("service_envs:KillingAgent", [KEY_DOOR], seeds=6, out=out, env_url=url)
     finally:
