@@ -12,7 +12,6 @@ failed check.
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from rich.table import Table
 from typer.exceptions import TyperException
 
 from agentgym.bench import PARTS
+from agentgym.cli_options import AgentOptions, EnvKwargs, JsonFlag, parse_env_kwargs
 from agentgym.core.errors import BadInput
 from agentgym.registry import families
 from agentgym.terminal import out, print_json
@@ -54,27 +54,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="agentgym: environments, evaluation and training for credit assignment in LLM agents.",
 )
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
-EnvKwargs = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--env-kwarg", help="KEY=VALUE passed to the env (VALUE parsed as JSON if it can)."
-    ),
-]
-
-
-def parse_env_kwargs(items: list[str] | None) -> dict[str, Any]:
-    """``["path=/data", "max_turns=30"]`` → ``{"path": "/data", "max_turns": 30}``."""
-    kwargs: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.isidentifier():
-            raise BadInput(f"--env-kwarg expects KEY=VALUE, got {item!r}")
-        try:
-            kwargs[key] = json.loads(value)
-        except ValueError:
-            kwargs[key] = value
-    return kwargs
 
 
 @app.command()
@@ -157,7 +136,10 @@ def play(
 def eval_(
     agent: Annotated[
         str,
-        typer.Option(help="random, oracle, module:Class, a checkpoint dir or openai:URL#model."),
+        typer.Option(
+            help="random, oracle, gradcuit:DIR, gbc:DIR, module:Class, a checkpoint dir or "
+            "openai:URL#model."
+        ),
     ],
     env: Annotated[list[str], typer.Option(help="Env id (repeat for several).")],
     seeds: Annotated[int, typer.Option(help="Number of runs, each with its own seed.")],
@@ -181,6 +163,7 @@ def eval_(
         str | None,
         typer.Option(help="Play the envs on this env service (agentgym serve), same results."),
     ] = None,
+    agent_option: AgentOptions = None,
 ) -> None:
     """Score an agent over many random seeds and write the results file.
 
@@ -212,6 +195,7 @@ def eval_(
             controls=controls,
             progress=True,
             env_url=env_url,
+            agent_options=parse_env_kwargs(agent_option, flag="--agent-option"),
         )
     except Interrupted as e:
         print(f"agentgym: {e}", file=sys.stderr)
@@ -324,8 +308,9 @@ def bench(
     env: Annotated[
         str | None,
         typer.Option(
-            help="learning, credit: the env (default: learning agentgym/Search-Menu-Small-v1, "
-            "credit agentgym/Credit-KeyDoor-v0)."
+            help="learning, credit, attribution: the env (default: learning "
+            "agentgym/Search-Menu-Small-v1, credit agentgym/Credit-KeyDoor-v0, attribution "
+            "agentgym/Tools-Ecommerce-v1)."
         ),
     ] = None,
     seeds: Annotated[
@@ -364,8 +349,9 @@ def bench(
     checkpoint: Annotated[
         str | None,
         typer.Option(
-            help="credit only: the policy measured: a checkpoint directory or 'uniform' "
-            "(default: uniform where the env states its values, else a short warm start)."
+            help="credit: the policy measured: a checkpoint directory or 'uniform' "
+            "(default: uniform where the env states its values, else a short warm start); "
+            "attribution: the policy checkpoint whose gradients weigh the blocks."
         ),
     ] = None,
     k: Annotated[
@@ -373,7 +359,10 @@ def bench(
         typer.Option("--k", help="credit only: paired Monte-Carlo continuations per turn (8)."),
     ] = None,
     tasks: Annotated[
-        int | None, typer.Option(help="credit only: groups in the measured batch (8).")
+        int | None,
+        typer.Option(
+            help="credit: groups in the measured batch (8); attribution: faulted episodes (90)."
+        ),
     ] = None,
     group_size: Annotated[
         int | None, typer.Option(help="credit only: rollouts per group (4).")

@@ -159,12 +159,15 @@ def read_manifest(path: PathLike) -> dict[str, Any]:
     return {"format": fmt, "agent": agent, "config": config}
 
 
-def load_checkpoint_agent(path: PathLike) -> Agent:
+def load_checkpoint_agent(path: PathLike, options: Mapping[str, Any] | None = None) -> Agent:
     """Build the agent a checkpoint directory describes.
 
     Reads ``agentgym_agent.json``, imports its ``module:Class`` and returns
     ``Class.from_checkpoint(path, config)``. The directory is also walked as
     ``checkpoint_files`` does, so a checkpoint that loads can always be hashed.
+
+    ``options`` override entries of ``config``; the class names the ones it takes in
+    ``OPTIONS`` (a set of config keys), and any other is refused.
 
     Raises:
         BadInput: a malformed manifest (see ``read_manifest``), a module that does not
@@ -177,8 +180,15 @@ def load_checkpoint_agent(path: PathLike) -> Agent:
     checkpoint_files(root)
     spec = manifest["agent"]
     from_checkpoint = _from_checkpoint_of(spec)
+    allowed: frozenset[str] = getattr(
+        getattr(from_checkpoint, "__self__", None), "OPTIONS", frozenset()
+    )
+    unknown = sorted(set(options or {}) - set(allowed))
+    if unknown:
+        takes = f"it takes {sorted(allowed)}" if allowed else "it takes none"
+        raise BadInput(f"{spec} has no option {', '.join(unknown)} ({takes})")
     try:
-        agent = from_checkpoint(root, dict(manifest["config"]))
+        agent = from_checkpoint(root, {**manifest["config"], **(options or {})})
     except (BadInput, ImportError):
         raise
     except Exception as e:

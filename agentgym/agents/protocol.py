@@ -13,7 +13,10 @@ class Agent(Protocol):
 
     * ``bind(env)``: called after each ``reset`` of the env with the unwrapped env (scripted
       agents such as the oracle read it; learned agents must not).
+    * ``finish(info)``: called with the last ``info`` when an episode ends (not when it errs).
     * ``tokens_used``: tokens the agent generated in the current episode.
+    * ``compute_used``: counts of extra work in the episode (``{"backward": 3, ...}``).
+    * ``blame_used``: a pipeline's blame per call of the episode (see the results schema).
     """
 
     def reset(self, env_id: str, seed: int) -> None:

@@ -28,6 +28,7 @@ OTHER_PARTS = {
     "credit": "agentgym.baselines.bench.credit",
     "serve": "agentgym.envs.remote.service_bench",
     "rollouts": "agentgym.baselines.bench.rollouts",
+    "attribution": "agentgym.baselines.bench.attribution",
 }
 """The parts that are not an env family's, by name -> the module that measures it."""
 
@@ -64,6 +65,7 @@ PART_OPTIONS = {
         }
     ),
     "credit": frozenset({"variants", "env", "plot", "checkpoint", "k", "tasks", "group_size"}),
+    "attribution": frozenset({"env", "checkpoint", "tasks"}),
 }
 """The options each part takes beyond ``quick`` (the others take none)."""
 

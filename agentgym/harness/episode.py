@@ -32,7 +32,8 @@ def run_episode(
 
     Args:
         env: the env, made for the evaluation's split.
-        agent: an agent (``reset``, ``act``, optional ``bind`` and ``tokens_used``).
+        agent: an agent (``reset``, ``act``, optional ``bind``, ``finish``, ``tokens_used``,
+            ``compute_used`` and ``blame_used``).
         env_id: the env's id; ``run`` and ``episode`` complete the record's key.
         run: the run index.
         episode: the episode index within the run.
@@ -70,13 +71,31 @@ def run_episode(
                     cast("dict[str, Any]", record)["certificate"] = info["certificate"]
                 if on_end is not None:
                     on_end(info)
+                if hasattr(agent, "finish"):  # e.g. a pipeline attributing the outcome
+                    agent.finish(info)
                 break
     except Exception as e:
         record["error"] = f"{type(e).__name__}: {e}"
     record["tokens"] = int(getattr(agent, "tokens_used", 0) or 0)
+    _note_extras(record, agent)
     record["seconds"] = round(time.perf_counter() - start, 6)
     record["transcript_sha256"] = digest.hexdigest()
     return record
+
+
+def _note_extras(record: EpisodeRecord, agent: Any) -> None:
+    """Keep what the agent reports of the episode beyond its actions (optional record keys).
+
+    ``compute_used``: counts of the extra work it did (``forward``, ``backward``,
+    ``verifier``, ...); ``blame_used``: per-agent, per-step blame of a multi-agent pipeline.
+    """
+    extra = cast("dict[str, Any]", record)
+    compute = getattr(agent, "compute_used", None)
+    if compute:
+        extra["compute"] = {str(k): int(v) for k, v in dict(compute).items()}
+    blame = getattr(agent, "blame_used", None)
+    if blame:
+        extra["blame"] = jsonable(list(blame))
 
 
 def errored_record(env_id: str, run: int, episode: int, seed: int, error: str) -> EpisodeRecord:

@@ -66,6 +66,8 @@ class RunPlan:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     env_url: str | None = None
     """An env service to play on (its episodes are the local env's, so not in the identity)."""
+    agent_options: dict[str, Any] = field(default_factory=dict)
+    """Settings for the agent (``eval --agent-option``); part of the agent's identity."""
 
     @property
     def total(self) -> int:
@@ -94,7 +96,7 @@ def header(plan: RunPlan) -> ResultsHeader:
     return {
         "schema_version": SCHEMA_VERSION,
         "harness_version": HARNESS_VERSION,
-        "agent": cast(AgentEntry, describe_agent(plan.agent_spec)),
+        "agent": cast(AgentEntry, describe_agent(plan.agent_spec, plan.agent_options)),
         "envs": envs,
         "split": plan.split,
         "root_seed": plan.root_seed,
@@ -148,6 +150,7 @@ def plan_units(plan: RunPlan, done: set[Key], transcripts: bool = False) -> list
                         dict(plan.env_kwargs),
                         transcripts,
                         plan.env_url,
+                        dict(plan.agent_options),
                     )
                 )
     return units
@@ -172,6 +175,7 @@ def evaluate(
     controls: bool = False,
     progress: bool = False,
     env_url: str | None = None,
+    agent_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Score an agent on envs over many seeded runs; return the results document.
 
@@ -197,6 +201,8 @@ def evaluate(
         progress: show a progress bar on stderr.
         env_url: play the envs on this env service (``agentgym serve``) through
             agentgym/Remote-v0; the records are the same as local ones.
+        agent_options: settings for the agent (see :func:`agentgym.agents.load_agent`);
+            they are part of the results' agent entry, so other options are another run.
 
     Raises:
         BadInput: unusable arguments, or ``out`` belongs to another run.
@@ -204,7 +210,15 @@ def evaluate(
     """
     kwargs = dict(env_kwargs or {})
     plan = RunPlan(
-        agent_spec, tuple(env_ids), seeds, episodes_per_seed, root_seed, split, kwargs, env_url
+        agent_spec,
+        tuple(env_ids),
+        seeds,
+        episodes_per_seed,
+        root_seed,
+        split,
+        kwargs,
+        env_url,
+        dict(agent_options or {}),
     )
     _check(plan, out, transcripts)
     doc = header(plan)
@@ -235,7 +249,7 @@ def _check(plan: RunPlan, out: Path | None, transcripts: bool) -> None:
         raise BadInput(f"{out} is a directory: give a file path for --out")
     for env_id in plan.env_ids:
         env_info(env_id)
-    load_agent(plan.agent_spec)  # a bad spec fails before any work
+    load_agent(plan.agent_spec, plan.agent_options)  # a bad spec fails before any work
 
 
 def _interrupted(journal: Journal | None, done: int, total: int) -> Interrupted:
@@ -268,7 +282,10 @@ def _play(
     try:
         for record, steps in execute(units, **backend):
             if tfile is not None:
-                tfile.write(json.dumps({"key": list(_key(record)), "steps": steps}) + "\n")
+                line = {"key": list(_key(record)), "steps": steps}
+                if "blame" in record:  # a pipeline's blame per call, beside the exchange
+                    line["blame"] = cast(dict[str, Any], record)["blame"]
+                tfile.write(json.dumps(line) + "\n")
                 tfile.flush()
             if journal:
                 journal.append(record)

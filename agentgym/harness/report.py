@@ -93,6 +93,7 @@ def print_report(console: Console, docs: Mapping[str, Any]) -> None:
                 table.add_row("", "", task_type, *cells(sub), "")
             exact = exact or any(is_exact(s) for s in (agg, *(sub for _, sub in subs)))
         flags += _certificate_lines(name, doc["episodes"])
+        flags += _work_lines(name, doc["episodes"])
         flags += _control_flags(name, doc.get("controls") or {})
     console.print(table)
     if exact:
@@ -128,6 +129,27 @@ def _certificate_lines(name: str, episodes: Sequence[Mapping[str, Any]]) -> list
                 f"  {metric}: {ambiguous} of {len(spans)} episodes ambiguous (optimal matchings "
                 f"disagree), mean over optima [{low:.3f}, {high:.3f}]"
             )
+    return lines
+
+
+def _work_lines(name: str, episodes: Sequence[Mapping[str, Any]]) -> list[str]:
+    """An agent's extra work per episode (``compute``) and its mean blame by agent (``blame``)."""
+    lines = []
+    counted = [e["compute"] for e in episodes if e.get("compute")]
+    if counted:
+        keys = dict.fromkeys(k for c in counted for k in c)
+        means = ", ".join(
+            f"{k} {sum(c.get(k, 0) for c in counted) / len(counted):.1f}" for k in keys
+        )
+        lines.append(f"extra work of {name} per episode (mean of {len(counted)}): {means}")
+    blamed = [e["blame"] for e in episodes if e.get("blame")]
+    if blamed:
+        share: dict[str, float] = {}
+        for blame in blamed:
+            for entry in blame:
+                share[entry["agent"]] = share.get(entry["agent"], 0.0) + entry["blame"]
+        parts = ", ".join(f"{agent} {total / len(blamed):.2f}" for agent, total in share.items())
+        lines.append(f"blame of {name}'s failures by agent (mean of {len(blamed)}): {parts}")
     return lines
 
 

@@ -55,7 +55,9 @@ the functional form. ``seconds`` (and ``tokens``) may differ between replays; ev
 is fixed by the env, the agent and ``seed``. Where the env gives one at the episode's end, a
 record also holds ``certificate`` (optional, so not typed here; the schema's ``$defs``
 describe it): whether the optimal matching behind a metric is unique and the metric's range
-over all optimal matchings (CREDIT.md §13; the tools family's HierR)."""
+over all optimal matchings (CREDIT.md §13; the tools family's HierR). Agents that do extra
+work or attribute blame add ``compute`` and ``blame`` (optional as well; see
+:func:`agentgym.harness.episode.run_episode`)."""
 
 
 class _SummaryRequired(TypedDict):
@@ -94,12 +96,19 @@ class EnvSummary(Summary, total=False):
     by_task_type: dict[str, Summary]
 
 
-class AgentEntry(TypedDict):
-    """The agent of a results file (:func:`agentgym.agents.describe_agent`)."""
-
+class _AgentRequired(TypedDict):
     name: str
     spec: str
     checkpoint_sha256: str | None
+
+
+class AgentEntry(_AgentRequired, total=False):
+    """The agent of a results file (:func:`agentgym.agents.describe_agent`).
+
+    ``options`` holds the agent's settings (``eval --agent-option``) when some were given.
+    """
+
+    options: dict[str, Any]
 
 
 class EnvEntry(TypedDict):

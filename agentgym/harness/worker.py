@@ -35,6 +35,8 @@ class Unit:
     transcripts: bool = False
     env_url: str | None = None
     """An env service (``agentgym serve``) to play the env on, through agentgym/Remote-v0."""
+    agent_options: dict[str, Any] = field(default_factory=dict)
+    """Settings for the agent (:func:`agentgym.agents.load_agent`)."""
 
 
 Outcome = tuple[EpisodeRecord, list[Any] | None]
@@ -114,7 +116,7 @@ def iter_unit(unit: Unit, envs: EnvCache | None = None) -> Iterator[Outcome]:
     cache = envs if envs is not None else EnvCache()
     try:
         with cache.lease(unit.env_id, unit.split, unit.env_kwargs, unit.env_url) as env:
-            agent = load_agent(unit.agent_spec)
+            agent = load_agent(unit.agent_spec, unit.agent_options)
             for episode, seed in unit.episodes:
                 steps: list[Any] | None = [] if unit.transcripts else None
                 record = run_episode(

@@ -48,6 +48,10 @@ class PolicyAgent:
     """
 
     name = "policy"
+    OPTIONS = frozenset(
+        {"constrained", "greedy", "temperature", "seed", "max_new_tokens", "device"}
+    )
+    """The checkpoint settings ``eval --agent-option`` may override."""
 
     def __init__(
         self,

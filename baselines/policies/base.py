@@ -7,7 +7,7 @@ Hugging Face model are interchangeable.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -16,6 +16,13 @@ import torch
 
 AllowedSequences = Sequence[Sequence[int]]
 """The token sequences one prompt may produce (each is followed by eos)."""
+
+BlockHook = Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]
+"""``hook(layer, x, pos) -> x``: sees the hidden states ``x`` ``[B, T, width]`` entering block
+``layer`` (layer 0: the input embeddings, positions included) with their positions ``pos``
+``[B, T]``, and returns the states the block gets. Policies that support it (the tiny policy;
+Hugging Face models on the lean forward) call it in generation and in scoring alike, so a
+latent edit (GradCuit) or a leaf for input gradients (GBC) acts on both."""
 
 
 @dataclass

@@ -37,9 +37,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 from torch import nn
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers import AutoTokenizer, PreTrainedModel
 
-from agentgym.baselines.policies.base import AllowedSequences, GenOut
+from agentgym.baselines.policies.base import AllowedSequences, BlockHook, GenOut
 from agentgym.baselines.policies.constrained import (
     AllowedTokens,
     masked_logprobs,
@@ -59,6 +59,7 @@ from agentgym.baselines.policies.hf_checkpoint import (
     SETTINGS_FILE,
     VALUE_HEAD_FILE,
     check_dir,
+    load_lm,
     load_value_head,
     new_value_head,
     read_settings,
@@ -176,7 +177,7 @@ class HFPolicy:
         """
         path = check_dir(model_dir)
         dev = torch.device(device)
-        model = cls._load_lm(path, resolve_dtype(dtype, dev), attn_implementation)
+        model = load_lm(path, resolve_dtype(dtype, dev), attn_implementation)
         tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(str(path), local_files_only=True))
         if lora is not None:
             model, lora = add_lora(model, lora)
@@ -201,7 +202,7 @@ class HFPolicy:
         root = check_dir(path)
         settings = read_settings(root)
         dev = torch.device(device)
-        model: Any = cls._load_lm(root, resolve_dtype(dtype or settings["dtype"], dev), None)
+        model: Any = load_lm(root, resolve_dtype(dtype or settings["dtype"], dev), None)
         tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(str(root), local_files_only=True))
         lora = LoraSettings.from_json(settings["lora"]) if settings.get("lora") else None
         if lora is not None:
@@ -211,13 +212,6 @@ class HFPolicy:
                 model = load_lora(model, root / ADAPTER_DIR)
         head = load_value_head(root) if settings.get("value_head") else None
         return cls._finish(model, tokenizer, dev, lora, head)
-
-    @staticmethod
-    def _load_lm(path: Path, dtype: torch.dtype, attn: str | None) -> PreTrainedModel:
-        kwargs: dict[str, Any] = {"dtype": dtype, "local_files_only": True}
-        if attn is not None:
-            kwargs["attn_implementation"] = attn
-        return AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
 
     @classmethod
     def _finish(
@@ -237,18 +231,12 @@ class HFPolicy:
         return cls(model, tokenizer, device=device, lora=lora, value_head=head)
 
     def parameters(self) -> Iterator[nn.Parameter]:
-        """The trainable parameters: LoRA adapters (or every model weight) and the value head.
-
-        Without LoRA, every model weight is trainable.
-        """
+        """The trainable parameters: LoRA adapters (or every model weight) and the value head."""
         for _, p in self.named_parameters():
             yield p
 
     def named_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
-        """``(name, parameter)`` for every trainable parameter.
-
-        Value-head names start with ``"value_head."``.
-        """
+        """``(name, parameter)`` per trainable parameter (value head: ``"value_head.*"``)."""
         for name, p in self.model.named_parameters():
             if p.requires_grad:
                 yield name, p
@@ -288,6 +276,19 @@ class HFPolicy:
     def _lean_forward(self) -> LeanForward | None:
         """The lean forward when it is on and the model supports it, else None."""
         return self._lean if self.lean else None
+
+    @property
+    def num_blocks(self) -> int:
+        """Transformer blocks (the layers a :data:`~.base.BlockHook` sees: 0 .. n - 1)."""
+        return int(self._lm.config.num_hidden_layers)
+
+    def set_block_hook(self, hook: BlockHook | None) -> None:
+        """Install ``hook`` on every block's input (None removes it); needs the lean forward."""
+        lean = self._lean_forward()
+        if lean is None and hook is not None:
+            raise ValueError("block hooks need the lean forward: plain GPT-2 or Llama, no LoRA")
+        if lean is not None:
+            lean.block_hook = hook
 
     def _forward(
         self,

@@ -223,6 +223,16 @@ def resolve_dtype(dtype: torch.dtype | str | None, device: torch.device) -> torc
     return resolved
 
 
+def load_lm(path: Path, dtype: torch.dtype, attn: str | None) -> PreTrainedModel:
+    """The causal LM in ``path``, read from local files only (``attn``: its attention kind)."""
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"dtype": dtype, "local_files_only": True}
+    if attn is not None:
+        kwargs["attn_implementation"] = attn
+    return AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
+
+
 def check_dir(path: str | os.PathLike[str]) -> Path:
     """``path`` as a ``Path`` when it is a local directory (nothing is ever downloaded).
 

@@ -36,6 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from agentgym.baselines.policies.base import BlockHook
+
 KV = tuple[torch.Tensor, torch.Tensor]
 """One layer's keys and values, each ``[B, heads, T, head_dim]``."""
 Attend = Callable[[int, torch.Tensor, torch.Tensor], KV]
@@ -66,6 +68,7 @@ class LeanForward:
         """Keep ``lm``'s output layer; the weights stay the model's own."""
         self._lm = lm
         self._head: Any = lm.get_output_embeddings()
+        self.block_hook: BlockHook | None = None
 
     def new_cache(self, rows: int, length: int) -> list[KV]:
         """Zeroed keys and values for ``rows`` rows of ``length`` columns, one pair per layer."""
@@ -124,7 +127,10 @@ class LeanForward:
             return k, v
 
         x, positions = self._embed(ids, pos)
+        hook = self.block_hook
         for i in range(self.layers):
+            if hook is not None:
+                x = hook(i, x, pos)
             x = self._block(i, x, mask, positions, attend)
         return self._final(x), kept
 

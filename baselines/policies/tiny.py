@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from agentgym.baselines.policies.base import AllowedSequences, GenOut
+from agentgym.baselines.policies.base import AllowedSequences, BlockHook, GenOut
 from agentgym.baselines.policies.constrained import (
     AllowedTokens,
     masked_logprobs,
@@ -164,6 +164,8 @@ class TinyPolicy(nn.Module):
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd)
         self.value_head = nn.Linear(config.n_embd, 1)
+        self.block_hook: BlockHook | None = None
+        """Called on the input of each block (:data:`~.base.BlockHook`); None: no hook."""
         self.apply(_init_weights)
         for name, p in self.named_parameters():  # residual projections, scaled as in GPT-2
             if name.endswith(("attn.proj.weight", "mlp.2.weight")):
@@ -178,6 +180,15 @@ class TinyPolicy(nn.Module):
     def device(self) -> torch.device:
         """Where the parameters live."""
         return self.wte.weight.device
+
+    @property
+    def num_blocks(self) -> int:
+        """Transformer blocks (the layers a :data:`~.base.BlockHook` sees: 0 .. n - 1)."""
+        return self.config.n_layer
+
+    def set_block_hook(self, hook: BlockHook | None) -> None:
+        """Install ``hook`` on every block's input (None removes it)."""
+        self.block_hook = hook
 
     def num_parameters(self) -> int:
         """Number of trainable scalars (the tied output projection counted once)."""
@@ -210,7 +221,10 @@ class TinyPolicy(nn.Module):
             ``[B, T, n_embd]`` after the final LayerNorm.
         """
         x = self.wte(idx) + self.wpe(pos)
+        hook = self.block_hook
         for i, block in enumerate(self.blocks):
+            if hook is not None:
+                x = hook(i, x, pos)
             x = block(x, mask, None if cache is None else cache[i], start)
         return self.ln_f(x)
 

@@ -1,0 +1,41 @@
+"""Option types the commands share, and parsing of their ``KEY=VALUE`` lists."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from agentgym.core.errors import BadInput
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+EnvKwargs = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--env-kwarg", help="KEY=VALUE passed to the env (VALUE parsed as JSON if it can)."
+    ),
+]
+AgentOptions = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--agent-option",
+        help="KEY=VALUE setting of the agent (VALUE parsed as JSON if it can): a checkpoint's "
+        "greedy, temperature, seed, max_new_tokens; gradcuit's steps, lr, layer, threshold, "
+        "prefix; gbc's reduce, fault.",
+    ),
+]
+
+
+def parse_env_kwargs(items: list[str] | None, *, flag: str = "--env-kwarg") -> dict[str, Any]:
+    """``["path=/data", "max_turns=30"]`` → ``{"path": "/data", "max_turns": 30}``."""
+    kwargs: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise BadInput(f"{flag} expects KEY=VALUE, got {item!r}")
+        try:
+            kwargs[key] = json.loads(value)
+        except ValueError:
+            kwargs[key] = value
+    return kwargs
