@@ -1,9 +1,9 @@
 """GradCuit (CREDIT.md §15): a frozen policy that optimises its own latents at test time.
 
 ``agentgym eval --agent gradcuit:DIR [--agent-option KEY=VALUE ...]`` plays the policy
-checkpoint in ``DIR`` with its weights frozen. A short prefix text is appended to every
-prompt and the hidden states of its tokens entering block ``layer`` become latents
-``z = z0 + δ`` (layer 0: the input embeddings). Each turn:
+checkpoint in ``DIR`` with its weights frozen. The hidden states entering block ``layer``
+(layer 0: the input embeddings) of the prompt's last tokens, or of a short prefix text
+appended to every prompt, become latents ``z = z0 + δ``. Each turn:
 
 1. decode the action from ``z0`` (``δ = 0``, a fresh offset per turn);
 2. ask the verifier for a score ``s`` in [0, 1] and set ``r = s - 1`` (in [-1, 0]);
@@ -12,11 +12,18 @@ prompt and the hidden states of its tokens entering block ``layer`` become laten
    the latents through attention), then decode again and ask the verifier again;
 4. play the last decoded action (the paper's rule, not the best one seen).
 
-The verifier is the env's own answer checker where the action is an answer (it starts with
-``env.answer_prefix()``; ``check_answer`` scores the rest: search answers, tools summaries),
-else a trial step: ``snapshot``, ``step``, ``restore``. A trial step that ends the episode
-scores 1 when won and 0 otherwise, an invalid action scores 0, and any other step gives no
-verdict (the action is kept). Nothing of a trial reaches the real episode: the env is
+The verifier (``verifier``) is the env's own answer checker where the action is an answer
+(it starts with ``env.answer_prefix()``; ``check_answer`` scores the rest: search answers,
+tools summaries), else:
+
+* ``step`` (default, the paper's one-shot check): a trial step, ``snapshot``, ``step``,
+  ``restore``. A trial step that ends the episode scores 1 when won and 0 otherwise, an
+  invalid action scores 0, and any other step gives no verdict (the action is kept);
+* ``rollout``: the trial step, then the frozen policy plays on greedily to the episode's end
+  before the restore; 1 when won, else the last action's answer score (0 if none). It gives
+  a verdict at every turn, the decisive early ones of a delayed-credit env included, at one
+  episode's remainder of generations per verification (``verifier_generations``).
+ Nothing of a trial reaches the real episode: the env is
 restored before the harness steps it, and the recorded transcript is the one a plain agent
 playing the same final actions produces (tested).
 
@@ -27,14 +34,16 @@ The extra work is recorded per episode in ``compute`` (:mod:`agentgym.harness.ep
 
 Options (``--agent-option``): ``steps`` (5), ``lr`` (Adam's, 1e-3 as the official example),
 ``layer`` (None: the middle block, as the example's 14 of 28), ``threshold`` (-0.2),
-``prefix`` (the example's text; "" puts the latents on the last ``span`` prompt tokens
-instead), ``span`` (8), and the checkpoint's own settings (``greedy``, ``temperature``,
-``seed``, ``max_new_tokens``, ``device``).
+``prefix`` ("": the latents are the states of the last ``span`` prompt tokens; the official
+example appends :data:`DEFAULT_PREFIX` and takes its tokens' states, which suits an
+instruction-tuned model but throws a small policy trained without it off its own actions,
+hence not the default), ``span`` (8), and the checkpoint's own settings (``greedy``,
+``temperature``, ``seed``, ``max_new_tokens``, ``device``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -47,10 +56,11 @@ from agentgym.baselines.policies.agent import AGENT_SPEC, PolicyAgent, stable_ke
 from agentgym.baselines.policies.base import BlockHook, Policy
 from agentgym.baselines.policies.constrained import allowed_tokens
 from agentgym.baselines.policies.sampling import Responses
-from agentgym.baselines.prompt import Action, act, action_choices
+from agentgym.baselines.prompt import Action, History, act, action_choices
 from agentgym.core.errors import BadInput
 
 DEFAULT_PREFIX = "Let's think about this problem and solve it step by step."
+VERIFIERS = ("step", "rollout")
 
 
 @dataclass(frozen=True)
@@ -61,11 +71,14 @@ class GradCuitSettings:
     lr: float = 1e-3
     layer: int | None = None
     threshold: float = -0.2
-    prefix: str = DEFAULT_PREFIX
+    prefix: str = ""
     span: int = 8
+    verifier: str = "step"
 
     def __post_init__(self) -> None:
         """Refuse settings outside their ranges (BadInput)."""
+        if self.verifier not in VERIFIERS:
+            raise BadInput(f"gradcuit verifier must be one of {', '.join(VERIFIERS)}")
         if self.steps < 0 or self.lr <= 0 or self.span < 1 or not -1 <= self.threshold <= 0:
             raise BadInput(
                 "gradcuit needs steps >= 0, lr > 0, span >= 1 and -1 <= threshold <= 0, got "
@@ -109,31 +122,36 @@ def hooked(policy: Any, hook: BlockHook) -> Iterator[None]:
         policy.set_block_hook(None)
 
 
-Verifier = Callable[[str], float | None]
-"""A score in [0, 1] for an action text, or None when the verifier has no verdict."""
+class EnvVerifier:
+    """The env's verdicts on an action text: a score in [0, 1], or None for no verdict."""
 
+    def __init__(self, env: Any):
+        """Verify against ``env`` (the unwrapped env the harness binds)."""
+        self.env = env
+        self.prefix = _answer_prefix(env)
+        self.snapshots = bool(getattr(env, "supports_snapshot", False))
 
-def env_verifier(env: Any) -> Verifier:
-    """The verifier of ``env``: its answer checker for answers, else a rolled-back trial step."""
-    prefix = _answer_prefix(env)
-
-    def verify(text: str) -> float | None:
-        if prefix is not None and text.startswith(prefix):
-            return float(env.check_answer(_inside(text[len(prefix) :], prefix)))
-        if not getattr(env, "supports_snapshot", False):
+    def answer(self, text: str) -> float | None:
+        """The answer checker's score where ``text`` is an answer, else None."""
+        if self.prefix is None or not text.startswith(self.prefix):
             return None
-        saved = env.snapshot()
+        return float(self.env.check_answer(_inside(text[len(self.prefix) :], self.prefix)))
+
+    def __call__(self, text: str) -> float | None:
+        """The answer's score, else a trial step's verdict (rolled back), else None."""
+        score = self.answer(text)
+        if score is not None or not self.snapshots:
+            return score
+        saved = self.env.snapshot()
         try:
-            _, _, terminated, _, info = env.step(text)
+            _, _, terminated, _, info = self.env.step(text)
         finally:
-            env.restore(saved)
+            self.env.restore(saved)
         if not info.get("action_valid", True):
             return 0.0
         if terminated:
             return 1.0 if info.get("won") else 0.0
         return None
-
-    return verify
 
 
 def _answer_prefix(env: Any) -> str | None:
@@ -176,7 +194,7 @@ class GradCuitAgent(PolicyAgent):
             raise BadInput(f"gradcuit layer must be in [0, {blocks}), got {self.layer}")
         policy.set_block_hook(None)  # type: ignore[attr-defined]  # refuses one off the lean forward
         self._prefix = policy.tokenizer.encode(settings.prefix) if settings.prefix else []
-        self._verify: Verifier = lambda text: None
+        self._verify: EnvVerifier | None = None
         self.compute_used: dict[str, int] = {}
 
     @classmethod
@@ -211,14 +229,15 @@ class GradCuitAgent(PolicyAgent):
 
     def bind(self, env: Any) -> None:
         """Take the env's verifier (called by the harness after each reset)."""
-        self._verify = env_verifier(env)
+        self._verify = EnvVerifier(env)
 
     def reset(self, env_id: str, seed: int) -> None:
         """Start an episode: zero the counts too."""
         super().reset(env_id, seed)
-        self.compute_used = dict.fromkeys(
-            ("generations", "forward", "backward", "verifier", "updates"), 0
-        )
+        names = ("generations", "forward", "backward", "verifier", "updates")
+        if self.settings.verifier == "rollout":
+            names += ("verifier_generations",)
+        self.compute_used = dict.fromkeys(names, 0)
 
     def act(self, observation: Any, info: dict[str, Any]) -> Any:
         """Decode, verify, and optimise the latents while the verifier is not satisfied."""
@@ -229,13 +248,13 @@ class GradCuitAgent(PolicyAgent):
         adam = torch.optim.Adam([delta], lr=self.settings.lr)
         hook = latent_offset(self.layer, start, delta)
         acted = self._decode(prompt, choices, hook, 0)
-        score = self._score(acted.text)
+        score = self._score(acted)
         for k in range(1, self.settings.steps + 1):
             if score is None or score - 1.0 > self.settings.threshold:
                 break
             self._update(acted, hook, adam, reward=score - 1.0)
             acted = self._decode(prompt, choices, hook, k)
-            score = self._score(acted.text)
+            score = self._score(acted)
         self.tokens_used += len(acted.out.ids)
         self._history.act(acted.out.ids)
         self._turn += 1
@@ -276,9 +295,38 @@ class GradCuitAgent(PolicyAgent):
         self.compute_used["generations"] += 1
         return acted
 
-    def _score(self, text: str) -> float | None:
+    def _score(self, acted: Action) -> float | None:
         self.compute_used["verifier"] += 1
-        return self._verify(text)
+        verify = self._verify
+        if verify is None:
+            return None
+        if self.settings.verifier == "rollout" and verify.snapshots:
+            return self._rollout_score(verify, acted)
+        return verify(acted.text)
+
+    def _rollout_score(self, verify: EnvVerifier, acted: Action) -> float:
+        """Play ``acted``, then the plain policy greedily to the end; roll it all back.
+
+        1 for a won episode, else the last action's answer score (0 if it is no answer).
+        """
+        env, history = verify.env, self._history
+        after = History(self.policy, self.prompt, history.observations, history.responses)
+        after.act(acted.out.ids)
+        saved, text = env.snapshot(), acted.text
+        try:
+            obs, _, terminated, truncated, info = env.step(text)
+            while not (terminated or truncated):
+                after.observe(obs, info)
+                choices = action_choices(self.policy, info, self.constrained)
+                (nxt,) = act(self.policy, [after.prompt()], [choices],
+                             max_new_tokens=self.max_new_tokens, greedy=True)  # fmt: skip
+                self.compute_used["verifier_generations"] += 1
+                after.act(nxt.out.ids)
+                text = nxt.text
+                obs, _, terminated, truncated, info = env.step(text)
+        finally:
+            env.restore(saved)
+        return 1.0 if info.get("won") else (verify.answer(text) or 0.0)
 
     def _update(
         self, acted: Action, hook: BlockHook, adam: torch.optim.Optimizer, *, reward: float

@@ -127,8 +127,9 @@ class _Replay:
         return next(self.left)
 
 
+@pytest.mark.parametrize("verifier", ["step", "rollout"])
 @pytest.mark.parametrize("env_id", [KEY_DOOR, SMALL])
-def test_trial_steps_never_leak_into_the_episode(tiny, env_id):
+def test_trial_steps_never_leak_into_the_episode(tiny, env_id, verifier):
     """The transcript is the one a plain agent playing the same actions gets."""
     if env_id == SMALL:  # its own tokenizer: the menu's words
         torch.manual_seed(1)
@@ -137,7 +138,7 @@ def test_trial_steps_never_leak_into_the_episode(tiny, env_id):
         )
     else:
         policy = tiny
-    agent = GradCuitAgent(policy, GradCuitSettings(steps=3, lr=0.5, prefix=""))
+    agent = GradCuitAgent(policy, GradCuitSettings(steps=3, lr=0.5, verifier=verifier))
     env = gym.make(env_id)
     for seed in range(3):
         transcript: list = []
@@ -145,6 +146,8 @@ def test_trial_steps_never_leak_into_the_episode(tiny, env_id):
                              transcript=transcript)  # fmt: skip
         assert record["error"] is None
         assert record["compute"]["verifier"] >= record["steps"]
+        if verifier == "rollout":  # every turn's candidates were played out to the end
+            assert record["compute"]["verifier_generations"] > 0
         replay = _Replay(step[0] for step in transcript[1:])
         again = run_episode(gym.make(env_id), replay, env_id=env_id, run=0, episode=0, seed=seed)
         assert again["transcript_sha256"] == record["transcript_sha256"]
@@ -179,3 +182,26 @@ def test_bad_gradcuit_options_exit_2_with_one_line(tiny, tmp_path, option, messa
     )
     assert result.returncode == 2 and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_only_the_rollout_verifier_judges_the_decisive_first_turn(tiny):
+    """On Credit-KeyDoor the key (turn 0) decides, but only the door step ends the episode: a
+    one-step trial has no verdict on the key, a rollout to the end has one."""
+    verdicts = {}
+    for verifier in ("step", "rollout"):
+        agent = GradCuitAgent(tiny, GradCuitSettings(steps=1, verifier=verifier))
+        env = gym.make(KEY_DOOR)
+        obs, info = env.reset(seed=0)
+        agent.reset(KEY_DOOR, 0)
+        agent.bind(env.unwrapped)
+        seen: list = []
+
+        def spy(acted, score=agent._score, seen=seen):
+            seen.append(score(acted))
+            return seen[-1]
+
+        agent._score = spy
+        agent.act(obs, info)
+        verdicts[verifier] = seen[0]
+    assert verdicts["step"] is None
+    assert verdicts["rollout"] in (0.0, 1.0)
