@@ -45,14 +45,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from agentgym.agents.checkpoint import is_checkpoint_dir, read_manifest
-from agentgym.baselines.policies.agent import AGENT_SPEC, PolicyAgent, stable_key
+from agentgym.baselines.policies.agent import AGENT_SPEC, PolicyAgent, settings_of, stable_key
 from agentgym.baselines.policies.base import BlockHook, Policy
 from agentgym.baselines.policies.constrained import allowed_tokens
 from agentgym.baselines.policies.sampling import Responses
@@ -85,11 +85,6 @@ class GradCuitSettings:
                 f"steps={self.steps}, lr={self.lr}, span={self.span}, "
                 f"threshold={self.threshold}"
             )
-
-    @classmethod
-    def names(cls) -> frozenset[str]:
-        """The option names these settings take."""
-        return frozenset(f.name for f in fields(cls))
 
 
 def latent_offset(layer: int, start: int, delta: torch.Tensor) -> BlockHook:
@@ -205,16 +200,9 @@ class GradCuitAgent(PolicyAgent):
         manifest = read_manifest(arg)
         if manifest["agent"] != AGENT_SPEC:
             raise BadInput(f"gradcuit:{arg} needs a policy checkpoint, not {manifest['agent']}")
-        ours = {k: v for k, v in options.items() if k in GradCuitSettings.names()}
-        theirs = {k: v for k, v in options.items() if k not in ours}
-        unknown = sorted(set(theirs) - PolicyAgent.OPTIONS)
-        if unknown:
-            known = sorted(GradCuitSettings.names() | PolicyAgent.OPTIONS)
-            raise BadInput(f"gradcuit has no option {', '.join(unknown)} (it takes {known})")
-        try:
-            settings = GradCuitSettings(**ours)
-        except TypeError as e:
-            raise BadInput(f"gradcuit options: {e}") from None
+        theirs = {k: v for k, v in options.items() if k in PolicyAgent.OPTIONS}
+        ours = {k: v for k, v in options.items() if k not in theirs}
+        settings = settings_of(GradCuitSettings, ours, "gradcuit")
         plain = PolicyAgent.from_checkpoint(Path(arg), {**manifest["config"], **theirs})
         return cls(
             plain.policy,

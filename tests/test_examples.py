@@ -132,8 +132,15 @@ def check_train(args: list[str], written: list[str]) -> None:
 
 
 def check_agent(agent: str, written: list[str]) -> None:
-    """A built-in agent, an OpenAI-compatible server, an importable class or a checkpoint."""
+    """A built-in agent, an OpenAI-compatible server, a named agent's checkpoint, an
+    importable class or a checkpoint."""
+    from agentgym.agents import NAMED
+
     if agent in BUILTIN_AGENTS or agent.startswith("openai:"):
+        return
+    named, _, arg = agent.partition(":")
+    if named in NAMED:
+        reads(arg, written)
         return
     if ":" in agent:
         module, _, name = agent.partition(":")

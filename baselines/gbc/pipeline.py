@@ -33,7 +33,7 @@ Options:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ from agentgym.baselines.gbc.attribution import (
     propagate,
 )
 from agentgym.baselines.gbc.script import Script, fault_message
-from agentgym.baselines.policies.agent import AGENT_SPEC, PolicyAgent
+from agentgym.baselines.policies.agent import AGENT_SPEC, PolicyAgent, settings_of
 from agentgym.baselines.policies.base import Policy
 from agentgym.core.errors import BadInput
 
@@ -125,12 +125,9 @@ class PipelineAgent:
         manifest = read_manifest(arg)
         if manifest["agent"] != AGENT_SPEC:
             raise BadInput(f"gbc:{arg} needs a policy checkpoint, not {manifest['agent']}")
-        known = {f.name for f in fields(PipelineSettings)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise BadInput(f"gbc has no option {', '.join(unknown)} (it takes {sorted(known)})")
+        settings = settings_of(PipelineSettings, options, "gbc")
         plain = PolicyAgent.from_checkpoint(Path(arg), manifest["config"])
-        return cls(plain.policy, PipelineSettings(**options))
+        return cls(plain.policy, settings)
 
     # -- the episode ----------------------------------------------------------------------
 

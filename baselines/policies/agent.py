@@ -18,6 +18,7 @@ and load the same).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 from agentgym.agents.checkpoint import save_checkpoint
 from agentgym.baselines.policies.base import Policy
 from agentgym.baselines.prompt import History, PromptFormat, act, action_choices
+from agentgym.core.errors import BadInput
 
 AGENT_SPEC = "agentgym.baselines.policies.agent:PolicyAgent"
 DEFAULT_POLICY_CLASS = "agentgym.baselines.policies.tiny:TinyPolicy"
@@ -161,6 +163,38 @@ def import_policy_class(spec: str) -> Any:
     if cls is None or not callable(getattr(cls, "load", None)):
         raise ValueError(f"{spec} is not a policy class with a load(path, device) classmethod")
     return cls
+
+
+def settings_of(cls: Any, options: dict[str, Any], agent: str) -> Any:
+    """An instance of the frozen dataclass ``cls`` from ``eval --agent-option`` values.
+
+    A value must have its field's type (an int where the default is an int; an int or a
+    float for a float; an int or null for a field that defaults to None).
+
+    Raises:
+        BadInput: an unknown option or a value of the wrong type, naming ``agent``.
+    """
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise BadInput(f"{agent} has no option {', '.join(unknown)} (it takes {sorted(known)})")
+    for name, value in options.items():
+        default = known[name].default
+        if default is None:  # an optional int (a layer index)
+            kind, fits = "an int or null", value is None or _is_int(value)
+        elif isinstance(default, bool):
+            kind, fits = "true or false", isinstance(value, bool)
+        elif isinstance(default, float):
+            kind, fits = "a number", _is_int(value) or isinstance(value, float)
+        else:
+            kind, fits = f"a {type(default).__name__}", type(value) is type(default)
+        if not fits:
+            raise BadInput(f"{agent} option {name} takes {kind}, got {value!r}")
+    return cls(**options)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def stable_key(*parts: int) -> int:

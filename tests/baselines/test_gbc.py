@@ -163,8 +163,21 @@ def test_the_oracle_pipeline_wins_clean_and_blames_a_failed_run(tools_policy):
     assert again["success"]
 
 
-def test_eval_plays_the_pipeline_and_keeps_blame_in_results_and_transcripts(tools_policy, tmp_path):
-    ckpt = save_policy_checkpoint(tools_policy, tmp_path / "ckpt")
+@pytest.fixture(scope="module")
+def tools_hf(tmp_path_factory):
+    from agentgym.baselines.policies.hf import HFPolicy
+    from tests.hf_model import write_hf_model
+
+    out = tmp_path_factory.mktemp("hf")
+    write_hf_model(out, collect_env_text(TOOLS, episodes=10))
+    return HFPolicy.from_pretrained(out, value_head=False)
+
+
+@pytest.mark.parametrize("kind", ["tools_policy", "tools_hf"])
+def test_eval_plays_the_pipeline_and_keeps_blame_in_results_and_transcripts(
+    kind, request, tmp_path
+):
+    ckpt = save_policy_checkpoint(request.getfixturevalue(kind), tmp_path / "ckpt")
     out = tmp_path / "r.json"
     result = cli(
         *("eval", "--agent", f"gbc:{ckpt}", "--env", TOOLS, "--env-kwarg", "schemas=false"),

@@ -153,8 +153,9 @@ def test_trial_steps_never_leak_into_the_episode(tiny, env_id, verifier):
         assert again["transcript_sha256"] == record["transcript_sha256"]
 
 
-def test_eval_plays_gradcuit_from_the_cli_and_records_its_work(tiny, tmp_path):
-    ckpt = save_policy_checkpoint(tiny, tmp_path / "ckpt")
+@pytest.mark.parametrize("kind", ["tiny", "hf"])
+def test_eval_plays_gradcuit_from_the_cli_and_records_its_work(kind, request, tmp_path):
+    ckpt = save_policy_checkpoint(request.getfixturevalue(kind), tmp_path / "ckpt")
     out = tmp_path / "r.json"
     result = cli(
         *("eval", "--agent", f"gradcuit:{ckpt}", "--env", KEY_DOOR, "--seeds", "2"),
@@ -172,7 +173,12 @@ def test_eval_plays_gradcuit_from_the_cli_and_records_its_work(tiny, tmp_path):
 
 @pytest.mark.parametrize(
     ("option", "message"),
-    [("nonsense=1", "gradcuit has no option nonsense"), ("steps=-1", "gradcuit needs steps")],
+    [
+        ("nonsense=1", "gradcuit has no option nonsense"),
+        ("steps=-1", "gradcuit needs steps"),
+        ("layer=top", "gradcuit option layer takes an int or null, got 'top'"),
+        ("lr=fast", "gradcuit option lr takes a number"),
+    ],
 )
 def test_bad_gradcuit_options_exit_2_with_one_line(tiny, tmp_path, option, message):
     ckpt = save_policy_checkpoint(tiny, tmp_path / "ckpt")
