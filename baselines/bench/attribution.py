@@ -111,8 +111,8 @@ def _scorer(env_id: str, checkpoint: str | None) -> tuple[Any, str]:
 
 def _target(env: Any, *, seed: int, kind: str) -> str | None:
     """The call to corrupt in episode ``seed``: a ``kind`` call where a fault can matter."""
-    env.reset(seed=seed)
-    script = Script.of(env.unwrapped)
+    observation, _ = env.reset(seed=seed)
+    script = Script.of(env.unwrapped, str(observation))
     sites = {
         "planner": lambda a: bool(tool_names(a)),
         "caller": lambda a: bool(tool_names(a)) and '"arguments": {}' not in a,

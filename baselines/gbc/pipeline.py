@@ -140,15 +140,17 @@ class PipelineAgent:
         self._script = None
 
     def bind(self, env: Any) -> None:
-        """Keep the env: the oracle driver scripts its messages from it."""
+        """Keep the env: the oracle driver scripts its messages from it (at the first turn)."""
         self._env = env
-        if self.settings.driver == "oracle":
-            self._script = Script.of(env)
 
     def act(self, observation: Any, info: dict[str, Any]) -> str:
         """The planner's call, then the caller's or the summariser's; returns the action."""
         t = len(self._observations)
         self._observations.append(str(observation))
+        if t == 0 and self.settings.driver == "oracle":
+            if self._env is None:
+                raise BadInput("gbc's oracle driver reads the env: bind(env) after reset")
+            self._script = Script.of(self._env, str(observation))
         source = self._actors[-1] if self._actors else None
         obs = ("obs", t, self._observations[t], source)
         plan = self._call("planner", t, [obs])

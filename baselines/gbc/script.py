@@ -34,8 +34,11 @@ class Script:
     tools: tuple[str, ...]
 
     @classmethod
-    def of(cls, env: Any) -> Script:
-        """Play the oracle from ``env``'s state to the end, then restore the state."""
+    def of(cls, env: Any, observation: str) -> Script:
+        """Play the oracle from ``env``'s state to the end, then restore the state.
+
+        The tool names come from ``observation`` (the episode's first, which lists them).
+        """
         saved = env.snapshot()
         actions: list[str] = []
         try:
@@ -48,9 +51,7 @@ class Script:
             env.restore(saved)
         task = getattr(env, "task", None)
         facts = tuple(str(f) for f in getattr(task, "answer_facts", ()) or ())
-        world = getattr(env, "_world", None)
-        names = str(getattr(world, "tool_names", ""))
-        return cls(tuple(actions), facts, tuple(n.strip() for n in names.split(",") if n.strip()))
+        return cls(tuple(actions), facts, tools_in(observation))
 
     def replies_at(self, t: int) -> bool:
         """Whether the oracle's turn ``t`` is the final summary (or the script is over)."""
@@ -68,6 +69,14 @@ class Script:
             if _norm(fact) and _norm(fact) not in _norm(seen):
                 summary = drop_fact(summary, fact)
         return summary
+
+
+def tools_in(observation: str) -> tuple[str, ...]:
+    """The tools an observation offers: its ``Tools: a, b`` line, else its schemas' names."""
+    line = re.search(r"^Tools: (.+)$", observation, re.M)
+    if line is not None:
+        return tuple(n.strip() for n in line.group(1).split(",") if n.strip())
+    return tuple(dict.fromkeys(re.findall(r'"name": "(\w+)"', observation)))
 
 
 def tool_names(action: str) -> list[str]:

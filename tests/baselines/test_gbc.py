@@ -11,7 +11,7 @@ import torch
 
 from agentgym.baselines.gbc.attribution import Block, Call, connect, propagate, top
 from agentgym.baselines.gbc.pipeline import PipelineAgent, PipelineSettings
-from agentgym.baselines.gbc.script import Script, carry_out, fault_message, plan_of
+from agentgym.baselines.gbc.script import Script, carry_out, fault_message, plan_of, tools_in
 from agentgym.baselines.policies.agent import save_policy_checkpoint
 from agentgym.baselines.policies.tiny import TinyPolicy
 from agentgym.baselines.policies.tokenizer import collect_env_text, train_tokenizer
@@ -131,6 +131,13 @@ def test_scripted_roles_carry_a_fault_downstream():
     summary = script.message("summariser", 1, "reply to the user", "result: placed")
     assert summary == "<summary>placed; unknown.</summary>"  # 520.87 was never seen
     assert script.message("summariser", 1, "reply to the user", "total 520.87") == script.actions[1]
+
+
+@pytest.mark.parametrize("schemas", [False, True])
+def test_the_scripted_planner_reads_the_tools_off_the_first_observation(schemas):
+    observation, _ = gym.make(TOOLS, schemas=schemas).reset(seed=0)
+    tools = tools_in(observation)
+    assert "get_order" in tools and "place_order" in tools and len(set(tools)) == len(tools)
 
 
 @pytest.fixture(scope="module")
