@@ -222,9 +222,9 @@ class GradCuitAgent(PolicyAgent):
     def reset(self, env_id: str, seed: int) -> None:
         """Start an episode: zero the counts too."""
         super().reset(env_id, seed)
-        names = ("generations", "forward", "backward", "verifier", "updates")
+        names = ["generations", "forward", "backward", "verifier", "updates"]
         if self.settings.verifier == "rollout":
-            names += ("verifier_generations",)
+            names.append("verifier_generations")
         self.compute_used = dict.fromkeys(names, 0)
 
     def act(self, observation: Any, info: dict[str, Any]) -> Any:
