@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 import torch
 
-from agentgym.baselines.gbc.attribution import Block, Call, connect, propagate, top
+from agentgym.baselines.gbc.attribution import REDUCERS, Block, Call, connect, propagate, top
 from agentgym.baselines.gbc.pipeline import PipelineAgent, PipelineSettings
 from agentgym.baselines.gbc.script import Script, carry_out, fault_message, plan_of, tools_in
 from agentgym.baselines.policies.agent import save_policy_checkpoint
@@ -286,3 +286,20 @@ def test_train_runs_grpo_plus_gbc(tmp_path):
     assert r.returncode == 0, r.stderr
     (row,) = rl_rows(out)
     assert float(row["gbc/passes"]) > 0
+
+
+def test_bench_attribution_scores_every_method_on_failed_faulted_episodes():
+    from rich.console import Console
+
+    from agentgym.baselines.bench import attribution
+
+    doc = attribution.run(Console(quiet=True), quick=True, tasks=6)
+    rows = {row["method"]: row for row in doc["rows"]}
+    assert set(rows) == {*(f"gbc-{r}" for r in REDUCERS), "uniform", "leave-one-out"}
+    failed = rows["uniform"]["all_n"]
+    assert failed + sum(doc["skipped"].values()) == 6 and failed > 0
+    assert rows["leave-one-out"]["all_step"] == 1.0  # re-running the faulted call fixes it
+    assert (
+        rows["leave-one-out"]["reruns_per_episode"] == rows["gbc-mean_l1"]["backward_per_episode"]
+    )
+    assert 0.0 <= rows["gbc-mean_l1"]["all_step"] <= 1.0
