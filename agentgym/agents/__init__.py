@@ -30,18 +30,16 @@ def describe_agent(spec: str, options: dict[str, Any] | None = None) -> dict[str
     from agentgym.agents.checkpoint import checkpoint_sha256, is_checkpoint_dir
 
     named, _, arg = spec.partition(":")
-    entry: dict[str, Any]
+    sha256: str | None = None
     if is_checkpoint_dir(spec):
-        entry = {"name": Path(spec).resolve().name, "checkpoint_sha256": checkpoint_sha256(spec)}
+        name, sha256 = Path(spec).resolve().name, checkpoint_sha256(spec)
     elif named in NAMED and is_checkpoint_dir(arg):
-        entry = {
-            "name": f"{named}:{Path(arg).resolve().name}",
-            "checkpoint_sha256": checkpoint_sha256(arg),
-        }
+        name, sha256 = f"{named}:{Path(arg).resolve().name}", checkpoint_sha256(arg)
+    elif spec.startswith("openai:"):
+        name = spec.split("#", 1)[-1]
     else:
-        name = spec.split("#", 1)[-1] if spec.startswith("openai:") else spec.split(":")[-1]
-        entry = {"name": name, "checkpoint_sha256": None}
-    entry = {"name": entry["name"], "spec": spec, "checkpoint_sha256": entry["checkpoint_sha256"]}
+        name = spec.split(":")[-1]
+    entry: dict[str, Any] = {"name": name, "spec": spec, "checkpoint_sha256": sha256}
     if options:
         entry["options"] = dict(options)
     return entry
