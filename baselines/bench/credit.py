@@ -419,7 +419,10 @@ def _variant(setup: Setup, name: str, shared: Measured) -> tuple[dict[str, Any],
         return {"variant": name, "status": "n/a", "reason": str(e)}, None
     own = plan.owner("sample").name != "group"
     measured = _measure(setup, _sample(setup, name)) if own else shared
-    credit, seconds = _credit_hooks(setup, plan, measured.batch)
+    try:
+        credit, seconds = _credit_hooks(setup, plan, measured.batch)
+    except BadInput as e:  # what the measured policy lacks (gbc: block hooks)
+        return {"variant": name, "status": "n/a", "reason": str(e)}, None
     groups = {i: t.group_id for i, t in enumerate(measured.batch.trajectories)}
     row: dict[str, Any] = {"variant": name, "status": "ok", "plan": str(plan)}
     row.update(fidelity(credit, measured.truth, groups, seed=setup.seed))

@@ -76,13 +76,15 @@ def test_quick_bench_lists_every_variant_with_its_fidelity_or_a_reason(tmp_path)
         else:
             assert row["status"] == "n/a" and row["reason"]
     # the default sampler alone is grpo; trace and isa need a gold answer the Credit envs lack,
-    # taco an answer checker, rubric tool calls; the other teacher-signal variants add a loss
-    # term and leave the advantages to grpo
+    # taco an answer checker, rubric tool calls, gbc a policy with block hooks (the uniform
+    # policy has no blocks); the other teacher-signal variants add a loss term and leave the
+    # advantages to grpo
     not_applicable = {
         row["variant"]: row["reason"] for row in doc["rows"] if row["status"] == "n/a"
     }
     losses = {"sdar", "pivot_sd", "roadmopd"}
-    assert set(not_applicable) == {"group", "trace", "isa", "taco", "rubric", *losses}
+    assert set(not_applicable) == {"group", "trace", "isa", "taco", "rubric", "gbc", *losses}
+    assert "block hooks" in not_applicable["gbc"]
     assert "gold_answer" in not_applicable["trace"] and "gold_answer" in not_applicable["isa"]
     assert "check_answer" in not_applicable["taco"]
     assert "tool_calls" in not_applicable["rubric"]
