@@ -85,7 +85,8 @@ def run_bench(
     (comma-separated credit variants), ``env`` and ``plot``; learning also ``rl_steps`` (RL
     steps instead of the token budget), ``seeds``, ``first_seed``, ``tokens``,
     ``aggregation``, ``work``, ``device``, ``curve`` and ``sft_mode``; credit ``checkpoint``,
-    ``k``, ``tasks`` and ``group_size`` (:data:`PART_OPTIONS`; None: the part's default).
+    ``k``, ``tasks`` and ``group_size``; attribution ``env``, ``checkpoint`` and ``tasks``
+    (:data:`PART_OPTIONS`; None: the part's default).
     """
     if part not in PARTS:
         raise BadInput(f"unknown bench part {part!r}: available: {', '.join(PARTS)}")
@@ -103,7 +104,10 @@ def run_bench(
     if stray:
         flags = ", ".join(f"--{k.replace('_', '-')}" for k in stray)
         takers = [p for p, names in PART_OPTIONS.items() if set(stray) <= names]
-        where = f"bench {' and '.join(takers)} only" if takers else "no bench part"
+        named = (
+            ", ".join(takers[:-1]) + " and " + takers[-1] if len(takers) > 1 else "".join(takers)
+        )
+        where = f"bench {named} only" if takers else "no bench part"
         raise BadInput(f"{flags} applies to {where}, not {part!r}")
     module = importlib.import_module(PARTS[part])
     doc: dict[str, Any] = module.run(console, quick=quick, **given)

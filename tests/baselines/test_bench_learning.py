@@ -59,7 +59,8 @@ def test_clashing_or_misplaced_variants_exit_2_before_any_work():
     zero = _cli("learning", "--quick", "--rl-steps", "0")
     assert zero.returncode == 2 and "at least 1" in zero.stderr
     env = _cli("search", "--quick", "--env", "agentgym/Search-Free-Small-v0")
-    assert env.returncode == 2 and "--env applies to bench learning and credit only" in env.stderr
+    words = "--env applies to bench learning, credit and attribution only"
+    assert env.returncode == 2 and words in env.stderr
     seeds = _cli("harness", "--quick", "--seeds", "2")
     assert seeds.returncode == 2 and "--seeds applies to bench learning only" in seeds.stderr
     negative = _cli("learning", "--quick", "--first-seed", "-1")
