@@ -46,13 +46,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from agentgym.agents.checkpoint import is_checkpoint_dir, read_manifest
-from agentgym.baselines.policies.agent import AGENT_SPEC, PolicyAgent, settings_of, stable_key
+from agentgym.baselines.policies.agent import PolicyAgent, settings_of, stable_key
 from agentgym.baselines.policies.base import BlockHook, Policy
 from agentgym.baselines.policies.constrained import allowed_tokens
 from agentgym.baselines.policies.sampling import Responses
@@ -195,15 +193,10 @@ class GradCuitAgent(PolicyAgent):
     @classmethod
     def from_spec(cls, arg: str, options: dict[str, Any]) -> GradCuitAgent:
         """``gradcuit:DIR``: the policy checkpoint in ``DIR`` with ``options``."""
-        if not is_checkpoint_dir(arg):
-            raise BadInput(f"gradcuit:{arg}: {arg!r} is not a checkpoint directory")
-        manifest = read_manifest(arg)
-        if manifest["agent"] != AGENT_SPEC:
-            raise BadInput(f"gradcuit:{arg} needs a policy checkpoint, not {manifest['agent']}")
         theirs = {k: v for k, v in options.items() if k in PolicyAgent.OPTIONS}
         ours = {k: v for k, v in options.items() if k not in theirs}
+        plain = PolicyAgent.from_named("gradcuit", arg, theirs)
         settings = settings_of(GradCuitSettings, ours, "gradcuit")
-        plain = PolicyAgent.from_checkpoint(Path(arg), {**manifest["config"], **theirs})
         return cls(
             plain.policy,
             settings,

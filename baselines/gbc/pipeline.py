@@ -34,10 +34,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from agentgym.agents.checkpoint import is_checkpoint_dir, read_manifest
 from agentgym.baselines.gbc.attribution import (
     REDUCERS,
     TASK,
@@ -47,7 +45,7 @@ from agentgym.baselines.gbc.attribution import (
     propagate,
 )
 from agentgym.baselines.gbc.script import Script, fault_message
-from agentgym.baselines.policies.agent import AGENT_SPEC, PolicyAgent, settings_of
+from agentgym.baselines.policies.agent import PolicyAgent, settings_of
 from agentgym.baselines.policies.base import Policy
 from agentgym.core.errors import BadInput
 
@@ -120,14 +118,8 @@ class PipelineAgent:
     @classmethod
     def from_spec(cls, arg: str, options: dict[str, Any]) -> PipelineAgent:
         """``gbc:DIR``: the policy checkpoint in ``DIR`` with ``options``."""
-        if not is_checkpoint_dir(arg):
-            raise BadInput(f"gbc:{arg}: {arg!r} is not a checkpoint directory")
-        manifest = read_manifest(arg)
-        if manifest["agent"] != AGENT_SPEC:
-            raise BadInput(f"gbc:{arg} needs a policy checkpoint, not {manifest['agent']}")
-        settings = settings_of(PipelineSettings, options, "gbc")
-        plain = PolicyAgent.from_checkpoint(Path(arg), manifest["config"])
-        return cls(plain.policy, settings)
+        plain = PolicyAgent.from_named("gbc", arg)
+        return cls(plain.policy, settings_of(PipelineSettings, options, "gbc"))
 
     # -- the episode ----------------------------------------------------------------------
 

@@ -96,6 +96,24 @@ class PolicyAgent:
             prompt=PromptFormat.from_checkpoint(config),
         )
 
+    @classmethod
+    def from_named(
+        cls, name: str, arg: str, overrides: dict[str, Any] | None = None
+    ) -> PolicyAgent:
+        """The plain agent of ``NAME:DIR`` (a named agent built on a policy checkpoint).
+
+        Raises:
+            BadInput: ``arg`` is not a checkpoint directory, or not a policy checkpoint.
+        """
+        from agentgym.agents.checkpoint import is_checkpoint_dir, read_manifest
+
+        if not is_checkpoint_dir(arg):
+            raise BadInput(f"{name}:{arg}: {arg!r} is not a checkpoint directory")
+        manifest = read_manifest(arg)
+        if manifest["agent"] != AGENT_SPEC:
+            raise BadInput(f"{name}:{arg} needs a policy checkpoint, not {manifest['agent']}")
+        return cls.from_checkpoint(Path(arg), {**manifest["config"], **(overrides or {})})
+
     def reset(self, env_id: str, seed: int) -> None:
         """Start an episode: zero the token count and key the sampling noise by ``seed``."""
         self._episode_seed = int(seed)
