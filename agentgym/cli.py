@@ -23,7 +23,7 @@ from rich.table import Table
 from typer.exceptions import TyperException
 
 from agentgym.bench import PARTS
-from agentgym.cli_options import AgentOptions, EnvKwargs, JsonFlag, parse_env_kwargs
+from agentgym.cli_options import AgentOptions, EnvKwargs, JsonFlag, RecordFlag, parse_env_kwargs
 from agentgym.core.errors import BadInput
 from agentgym.registry import families
 from agentgym.terminal import out, print_json
@@ -286,13 +286,14 @@ def ablate(
 
 @app.command()
 def bench(
-    part: Annotated[
-        str,
-        typer.Argument(help=f"What to measure: {', '.join(PARTS)}."),
-    ],
+    part: Annotated[str, typer.Argument(help=f"What to measure: {', '.join(PARTS)}.")],
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write JSON here.")] = None,
     quick: Annotated[
-        bool, typer.Option(help="Small sizes: a smoke run, not a measurement.")
+        bool,
+        typer.Option(
+            help="Small sizes: a smoke run, not a measurement. learning without --env: the "
+            "main job's recipe at a small budget, checked against the recorded figures."
+        ),
     ] = False,
     variants: Annotated[
         str | None,
@@ -314,7 +315,8 @@ def bench(
         ),
     ] = None,
     seeds: Annotated[
-        int | None, typer.Option(help="learning only: training seeds per variant (default 3).")
+        int | None,
+        typer.Option(help="learning only: training seeds per variant (default 3; --quick 1)."),
     ] = None,
     first_seed: Annotated[
         int | None, typer.Option(help="learning only: the first training seed (default 0).")
@@ -386,6 +388,7 @@ def bench(
             "(credit-assignment SFT; its runs get folders of their own, e.g. warm-ca-0)."
         ),
     ] = None,
+    record: RecordFlag = None,
 ) -> None:
     """Measure one part (speed against a peer in the same run, learning, credit fidelity)."""
     from agentgym.bench import run_bench
@@ -404,6 +407,7 @@ def bench(
         "device": device,
         "curve": curve,
         "sft_mode": sft_mode,
+        "record": record,
     }
     doc = run_bench(
         part,

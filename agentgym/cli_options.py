@@ -26,6 +26,15 @@ AgentOptions = Annotated[
     ),
 ]
 
+RecordFlag = Annotated[
+    bool | None,
+    typer.Option(
+        "--record",
+        help="learning --quick only: record its figures as the ones later checks compare "
+        "against (baselines/bench/learning_quick.json).",
+    ),
+]
+
 
 def parse_env_kwargs(items: list[str] | None, *, flag: str = "--env-kwarg") -> dict[str, Any]:
     """``["path=/data", "max_turns=30"]`` → ``{"path": "/data", "max_turns": 30}``."""

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from agentgym.baselines.config import (
     ALFWORLD_SMALL,
+    ALFWORLD_SMALL_MEMORY,
     QUICKSTART,
     RECIPES,
     SEARCH_MENU_SMALL,
@@ -67,10 +68,12 @@ def train_command(args: list[str]) -> None:
 
 
 READER = {"reader": "agentgym.envs.search.reader:ReaderAgent"}
+EXPLORER = {"explorer": "agentgym.envs.text.alfworld_explorer:ExplorerAgent"}
 QUICKSTART_REFERENCES = {
     SEARCH_MENU_SMALL.env: READER,
     SEARCH_MENU_SMALL_V0.env: READER,
-    ALFWORLD_SMALL.env: {"explorer": "agentgym.envs.text.alfworld_explorer:ExplorerAgent"},
+    ALFWORLD_SMALL.env: EXPLORER,
+    ALFWORLD_SMALL_MEMORY.env: EXPLORER,
 }
 """Agents the quickstart scores beside its policy, per env: what is reachable without
 privileged knowledge (the oracle and a random agent bound it from above and below)."""

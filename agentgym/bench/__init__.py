@@ -62,6 +62,7 @@ PART_OPTIONS = {
             "device",
             "curve",
             "sft_mode",
+            "record",
         }
     ),
     "credit": frozenset({"variants", "env", "plot", "checkpoint", "k", "tasks", "group_size"}),
@@ -83,9 +84,9 @@ def run_bench(
 
     ``quick``: small sizes, a smoke run. The learning and credit parts take ``variants``
     (comma-separated credit variants), ``env`` and ``plot``; learning also ``rl_steps`` (RL
-    steps instead of the token budget), ``seeds``, ``first_seed``, ``tokens``,
-    ``aggregation``, ``work``, ``device``, ``curve`` and ``sft_mode``; credit ``checkpoint``,
-    ``k``, ``tasks`` and ``group_size``; attribution ``env``, ``checkpoint`` and ``tasks``
+    steps instead of the token budget), ``seeds``, ``first_seed``, ``tokens``, ``aggregation``,
+    ``work``, ``device``, ``curve``, ``sft_mode`` and ``record``; credit ``checkpoint``, ``k``,
+    ``tasks`` and ``group_size``; attribution ``env``, ``checkpoint`` and ``tasks``
     (:data:`PART_OPTIONS`; None: the part's default).
     """
     if part not in PARTS:

@@ -42,9 +42,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from rich.console import Console
 from rich.table import Table
 
+from agentgym.baselines.bench import learning_check
 from agentgym.baselines.config import DOMAIN_ENVS, RECIPES, SEARCH_MENU_SMALL, TrainConfig
 from agentgym.core.errors import BadInput
 from agentgym.harness.compare import difference
@@ -134,13 +136,27 @@ def budget_for(
     return Budget(base, seed_range, test_seeds=4 if quick else 100)
 
 
+def _check_budget(seeds: int, tokens: int | None, aggregation: str, first_seed: int) -> Budget:
+    """The main job's check: its recipe at :data:`.learning_check.SMALL`, final checkpoints."""
+    budget = budget_for(
+        learning_check.recipe().env,
+        seeds=seeds,
+        tokens=tokens or learning_check.recipe().rl.token_budget,
+        aggregation=aggregation,
+        first_seed=first_seed,
+    )
+    small = {k: v for k, v in learning_check.SMALL.items() if k != "token_budget"}
+    train = budget.train.with_options(**small)
+    return replace(budget, train=train, test_seeds=learning_check.TEST_SEEDS, curve=())
+
+
 def run(
     console: Console,
     quick: bool = False,
-    variants: tuple[str, ...] = ("grpo", "gigpo"),
+    variants: tuple[str, ...] | None = None,
     rl_steps: int | None = None,
-    env: str = ENV_ID,
-    seeds: int = 3,
+    env: str | None = None,
+    seeds: int | None = None,
     tokens: int | None = None,
     aggregation: str = "token-mean",
     plot: str | None = None,
@@ -149,21 +165,38 @@ def run(
     device: str = "cpu",
     curve: bool = True,
     sft_mode: str = "plain",
+    record: bool = False,
 ) -> dict[str, Any]:
     """Warm starts, the variants, the evaluations, the comparisons; prints two tables.
 
-    ``rl_steps`` replaces the token budget by a number of RL steps per variant; the training
-    seeds are ``first_seed`` onwards; ``work`` keeps the runs there and reuses finished ones
-    (None: a temporary folder, removed at the end); ``device`` is where they train; without
-    ``curve`` only final checkpoints are scored (a quarter of the evaluations); ``sft_mode``
-    is the warm start's (``ca``: its own mistakes replace the recipe's ``sft_noise``).
+    ``quick`` without ``env`` is the main job's check (:mod:`.learning_check`): its recipe at a
+    small budget, one training seed, against the recorded figures (``record``: write them
+    instead); ``quick`` with ``env`` is a smoke run of that env's recipe. ``rl_steps`` replaces
+    the token budget by a number of RL steps per variant; the training seeds are ``first_seed``
+    onwards; ``work`` keeps the runs there and reuses finished ones (None: a temporary folder,
+    removed at the end); ``device`` is where they train; without ``curve`` only final
+    checkpoints are scored (a quarter of the evaluations); ``sft_mode`` is the warm start's
+    (``ca``: its own mistakes replace the recipe's ``sft_noise``).
     """
     from agentgym.baselines.credit import compose
     from agentgym.registry import make
 
-    budget = budget_for(
-        env, quick, seeds=seeds, tokens=tokens, aggregation=aggregation, first_seed=first_seed
-    )
+    checking = quick and env is None
+    if record and not checking:
+        raise BadInput("--record writes the main job's check: bench learning --quick, no --env")
+    if checking:
+        budget = _check_budget(1 if seeds is None else seeds, tokens, aggregation, first_seed)
+        variants = variants or (learning_check.variant(),)
+    else:
+        budget = budget_for(
+            env or ENV_ID,
+            quick,
+            seeds=3 if seeds is None else seeds,
+            tokens=tokens,
+            aggregation=aggregation,
+            first_seed=first_seed,
+        )
+        variants = variants or ("grpo", "gigpo")
     if rl_steps is not None:
         budget = replace(budget, train=budget.train.with_options(steps=rl_steps, token_budget=0))
     if device != "cpu":  # checked by the first run that trains: finished runs report anywhere
@@ -188,12 +221,18 @@ def run(
     if work is not None and Path(work).exists() and not Path(work).is_dir():
         raise BadInput(f"--work {work} is a file: give a folder")
     folder = Path(work or tempfile.mkdtemp(prefix="agentgym-bench-learning-"))
+    threads = learning_check.pin_threads() if checking else None
     try:
         runs = [_seed_runs(console, budget, variants, seed, folder) for seed in budget.seeds]
     finally:
         if work is None:
             shutil.rmtree(folder, ignore_errors=True)
-    return _report(console, budget, variants, runs, plot)
+        if threads is not None:
+            torch.set_num_threads(threads)
+    doc = _report(console, budget, variants, runs, plot)
+    if checking:
+        doc["check"] = learning_check.check(console, doc, record=record)
+    return doc
 
 
 def _seed_runs(
@@ -403,9 +442,8 @@ def _report(
 ) -> dict[str, Any]:
     env = budget.env
     rows = [_row(name, [r[name] for r in runs], env) for name in ("sft", *variants)]
-    comparisons = {}
+    comparisons = {f"{name} vs sft": _paired(runs, "sft", name, env) for name in variants}
     if "grpo" in variants:
-        comparisons["grpo vs sft"] = _paired(runs, "sft", "grpo", env)
         for name in variants:
             if name != "grpo":
                 comparisons[f"{name} vs grpo"] = _paired(runs, "grpo", name, env)

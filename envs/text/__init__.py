@@ -55,6 +55,18 @@ _IDS: dict[str, tuple[str, dict[str, Any], str]] = {
         {"preset": "standard"},
         "ALFWorld household tasks on whole ALFRED floor plans",
     ),
+    # v1: every observation after the intro ends with the memory line of what the agent has
+    # been shown (receptacles seen and their contents, those unseen, what it holds).
+    "agentgym/ALFWorld-Small-v1": (
+        _ALFWORLD,
+        {"preset": "small", "memory": True},
+        "ALFWorld-Small with a memory line: receptacles seen and unseen, what it holds",
+    ),
+    "agentgym/ALFWorld-Standard-v1": (
+        _ALFWORLD,
+        {"preset": "standard", "memory": True},
+        "ALFWorld-Standard with a memory line: receptacles seen and unseen, what it holds",
+    ),
     "agentgym/ALFWorld-Official-v0": (
         _ALFWORLD,
         {"preset": "official"},

@@ -24,6 +24,7 @@ from agentgym.core.spaces import String
 from agentgym.envs.text import alfworld_gen as gen
 from agentgym.envs.text.alfworld_game import AlfredGame
 from agentgym.envs.text.alfworld_grammar import FastGrammar
+from agentgym.envs.text.alfworld_memory import PlaceMemory
 
 __all__ = [
     "NOTHING_HAPPENS",
@@ -206,7 +207,10 @@ class ALFWorldEnv(AgentEnv[str, str]):
     ## Observation
     Text, byte for byte what ALFWorld's ``AlfredTWEnv`` shows: the intro ("-= Welcome to
     TextWorld, ALFRED! =-", the room, "Your task is to: ...") on reset, then the feedback of
-    each command ("Nothing happens." for one that is not admissible).
+    each command ("Nothing happens." for one that is not admissible). With ``memory=True``
+    (the ``-v1`` ids) every observation after the intro ends with one more line, the memory
+    of what the agent has been shown (:mod:`~agentgym.envs.text.alfworld_memory`): ``Seen:
+    countertop 1 (apple 1), cabinet 1 (closed). Unseen: drawer 1. Holding: nothing.``
 
     ## Action
     Text (:class:`~agentgym.core.spaces.String`): one of ``info["admissible_actions"]``
@@ -236,10 +240,12 @@ class ALFWorldEnv(AgentEnv[str, str]):
 
     ## Registered ids
     ``agentgym/ALFWorld-Small-v0`` (preset small), ``agentgym/ALFWorld-Standard-v0`` (preset
-    standard), ``agentgym/ALFWorld-Official-v0`` (preset official, ``path``).
+    standard), ``agentgym/ALFWorld-Official-v0`` (preset official, ``path``); the ``-v1`` ids
+    of Small and Standard add the memory line.
 
     ## Version history
     v0: first version.
+    v1: the memory line (a policy that sees a window of turns knows what it has searched).
     """
 
     family = "text"
@@ -249,13 +255,17 @@ class ALFWorldEnv(AgentEnv[str, str]):
     skill_hints: ClassVar[dict[str, str]] = SKILL_HINTS
     """The skill hint of each task type (what teachers' skill libraries reuse)."""
 
-    def __init__(self, preset: str = "small", path: str | None = None, **kwargs: Any):
+    def __init__(
+        self, preset: str = "small", path: str | None = None, memory: bool = False, **kwargs: Any
+    ):
         """Create the env.
 
         Args:
             preset: "small" or "standard" (generated games), or "official" (ALFWorld's data).
             path: for "official", the data folder (``$ALFWORLD_DATA`` if None); its
                 ``json_2.1.1`` folder or the folder holding it.
+            memory: end every observation after the intro with the memory line of what the
+                agent has been shown (:class:`~agentgym.envs.text.alfworld_memory.PlaceMemory`).
             **kwargs: split, privileged, max_turns, render_mode (see :class:`AgentEnv`).
         """
         if preset not in (*gen.PRESETS, "official"):
@@ -264,6 +274,8 @@ class ALFWorldEnv(AgentEnv[str, str]):
             kwargs.setdefault("max_turns", 30)
         super().__init__(**kwargs)
         self.preset = preset
+        self.memory = bool(memory)
+        self._memory = PlaceMemory()
         self.observation_space = String()
         self.action_space = String()
         self._root: Path | None = None
@@ -310,10 +322,11 @@ class ALFWorldEnv(AgentEnv[str, str]):
         return self._cache.path(split, int(index))
 
     def _config(self) -> dict[str, Any]:
+        memory = {"memory": True} if self.memory else {}
         if self._cache is not None:
-            return {"preset": self.preset, "games": self._cache.params.key()}
+            return {"preset": self.preset, "games": self._cache.params.key(), **memory}
         ids = json.dumps(self._tasks, sort_keys=True).encode()
-        return {"preset": self.preset, "tasks": hashlib.sha256(ids).hexdigest()}
+        return {"preset": self.preset, "tasks": hashlib.sha256(ids).hexdigest(), **memory}
 
     # ------------------------------------------------------------------ episodes
     def _load(self, task_id: str) -> AlfredGame:
@@ -330,6 +343,7 @@ class ALFWorldEnv(AgentEnv[str, str]):
     def _start(self, task_id: str) -> tuple[str, dict[str, Any]]:
         game = self._load(task_id)
         obs = game.reset()
+        self._memory = PlaceMemory.from_intro(obs)
         self._history = []
         self._plan, self._plan_key = [], ""
         return obs, self._info(valid=True)
@@ -350,6 +364,10 @@ class ALFWorldEnv(AgentEnv[str, str]):
             self._plan_key = info["state_key"]
         reward = 1.0 if info["won"] else 0.0
         obs = game.feedback if valid else NOTHING_HAPPENS
+        if self.memory:
+            if valid:
+                self._memory.observe(obs)
+            obs = f"{obs}\n{self._memory.line()}"
         return Transition(obs, reward, info["won"], info)
 
     def _info(self, *, valid: bool) -> dict[str, Any]:
@@ -412,6 +430,7 @@ class ALFWorldEnv(AgentEnv[str, str]):
         return {
             "operators": list(self._history),
             "feedback_sha256": hashlib.sha256(game.feedback.encode()).hexdigest(),
+            "memory": self._memory.to_json(),
         }
 
     def _set_state(self, state: dict[str, Any]) -> None:
@@ -424,6 +443,9 @@ class ALFWorldEnv(AgentEnv[str, str]):
                 f"replaying the snapshot of task {self._task_id} gave another observation"
             )
         self._history = list(state["operators"])
+        # snapshots taken before the memory existed restore with an empty one (v0 never shows it)
+        memory = state.get("memory")
+        self._memory = PlaceMemory() if memory is None else PlaceMemory.from_json(memory)
         self._plan, self._plan_key = [], ""
 
     def close(self) -> None:

@@ -5,16 +5,20 @@ import io
 import json
 import re
 
+import torch
 from clirun import cli
 from rich.console import Console
 
 from agentgym.bench import run_bench
 
+SMALL = "agentgym/Search-Menu-Small-v1"
+"""The smoke runs' env (``--quick`` without ``--env`` is the main job's check instead)."""
+
 
 def test_quick_run_spends_one_token_budget_per_variant_and_seed_and_says_so(tmp_path):
     console = Console(file=io.StringIO(), width=300)
     plot = tmp_path / "curves.png"
-    doc = run_bench("learning", console, quick=True, seeds=2, plot=str(plot))
+    doc = run_bench("learning", console, quick=True, env=SMALL, seeds=2, plot=str(plot))
     budget = doc["budget"]
     assert (budget["token_budget"], budget["seeds"], budget["aggregation"]) == (
         400,
@@ -31,7 +35,7 @@ def test_quick_run_spends_one_token_budget_per_variant_and_seed_and_says_so(tmp_
         assert row["ci_low"] <= row["mean"] <= row["ci_high"]
         if row["variant"] != "sft":  # every run spent the budget, and no more than a step over
             assert all(t >= 400 for t in row["generated_tokens"]) and min(row["rl_steps"]) >= 1
-    assert set(doc["comparisons"]) == {"grpo vs sft", "gigpo vs grpo"}
+    assert set(doc["comparisons"]) == {"grpo vs sft", "gigpo vs sft", "gigpo vs grpo"}
     for name, c in doc["comparisons"].items():
         assert c["n_pairs"] == 2 * budget["test_seeds"] and len(c["per_seed"]) == 2
         assert c["ci_low"] <= c["diff"] <= c["ci_high"]
@@ -96,7 +100,8 @@ def test_the_free_text_recipe_trains_slca_and_dre_from_one_warm_start():
     assert doc["env"] == "agentgym/Search-Free-Small-v0" and doc["budget"]["steps"] == 1
     assert doc["budget"]["sft_think"] is False
     assert [r["variant"] for r in doc["rows"]] == ["sft", "slca", "dre"]
-    assert set(doc["comparisons"]) == set()  # no grpo row to compare against
+    # each against its warm start, none against grpo (no grpo row)
+    assert set(doc["comparisons"]) == {"slca vs sft", "dre vs sft"}
 
 
 def test_the_alfworld_recipe_keeps_the_task_in_view_from_warm_start_to_evaluation():
@@ -132,16 +137,20 @@ def test_the_tools_recipe_trains_a_teacher_per_domain_for_roadmopd_and_reports_t
 def test_a_work_folder_resumes_finished_runs_and_lets_seeds_run_apart(tmp_path):
     work = tmp_path / "work"
     first = Console(file=io.StringIO(), width=300)
-    one = run_bench("learning", first, quick=True, seeds=1, variants="grpo", work=str(work))
+
+    def grpo(console, **options):
+        return run_bench(
+            "learning", console, quick=True, env=SMALL, variants="grpo", work=str(work), **options
+        )
+
+    one = grpo(first, seeds=1)
     model = work / "grpo-0" / "model.safetensors"
     stamp = model.stat().st_mtime_ns
     second = Console(file=io.StringIO(), width=300)
-    apart = run_bench(
-        "learning", second, quick=True, seeds=1, first_seed=1, variants="grpo", work=str(work)
-    )
+    apart = grpo(second, seeds=1, first_seed=1)
     assert apart["budget"]["seeds"] == [1] and "seed 0" not in second.file.getvalue()
     last = Console(file=io.StringIO(), width=300)
-    both = run_bench("learning", last, quick=True, seeds=2, variants="grpo", work=str(work))
+    both = grpo(last, seeds=2)
     text = last.file.getvalue()
     assert text.count("finished earlier, reused") == 4  # two warm starts, two grpo runs
     assert model.stat().st_mtime_ns == stamp
@@ -149,7 +158,7 @@ def test_a_work_folder_resumes_finished_runs_and_lets_seeds_run_apart(tmp_path):
         a["per_seed"] + b["per_seed"] for a, b in zip(one["rows"], apart["rows"], strict=True)
     ]
     changed = Console(file=io.StringIO(), width=300)
-    run_bench("learning", changed, quick=True, seeds=1, tokens=500, variants="grpo", work=str(work))
+    grpo(changed, seeds=1, tokens=500)
     text = changed.file.getvalue()  # another RL budget: the same warm start, a new run
     assert "warm start: finished earlier" in text and "grpo: finished earlier" not in text
     assert model.stat().st_mtime_ns != stamp
@@ -161,6 +170,7 @@ def test_without_the_curve_only_final_checkpoints_are_scored_and_teachers_are_co
         "learning",
         console,
         quick=True,
+        env=SMALL,
         seeds=1,
         variants="grpo,sdar",
         curve=False,
@@ -189,3 +199,59 @@ def test_a_finished_run_that_predates_an_option_is_reused_at_its_default():
     assert not _same_settings({**key, "test_seeds": 4}, key)
     assert not _same_settings({**key, "extra": 1}, key)  # a setting the run has and key lacks
     assert not _same_settings(None, key)
+
+
+def _doc(sft, rl, gain, budget=None):
+    row = lambda name, m: {"variant": name, "mean": m, "ci_low": m - 0.05, "ci_high": m + 0.05}  # noqa: E731
+    return {
+        "budget": budget or {"env": "x", "token_budget": 10},
+        "rows": [row("sft", sft), row("gigpo", rl)],
+        "comparisons": {
+            "gigpo vs sft": {"diff": gain, "ci_low": gain - 0.1, "ci_high": gain + 0.1}
+        },
+    }
+
+
+def test_the_check_says_changed_when_a_figure_leaves_its_recorded_interval(tmp_path, monkeypatch):
+    from agentgym.baselines.bench import learning_check
+
+    monkeypatch.setattr(learning_check, "RECORD", tmp_path / "record.json")
+    monkeypatch.setattr(learning_check, "variant", lambda: "gigpo")
+    quiet = Console(file=io.StringIO())
+    learning_check.check(quiet, _doc(0.40, 0.55, 0.15), record=True)
+    same = learning_check.check(quiet, _doc(0.42, 0.52, 0.10), record=False)
+    assert same["verdicts"] == {"sft": "same", "gigpo": "same", "gigpo - sft": "same"}
+    moved = learning_check.check(quiet, _doc(0.40, 0.41, 0.01), record=False)
+    assert moved["verdicts"] == {"sft": "same", "gigpo": "changed", "gigpo - sft": "changed"}
+    other = learning_check.check(quiet, _doc(0.40, 0.55, 0.15, {"env": "y"}), record=False)
+    assert set(other["verdicts"].values()) == {"not comparable"}
+    # an option added since the record, at its default, keeps the record comparable
+    newer = {"env": "x", "token_budget": 10, "kl_coef": 0.0}
+    later = learning_check.check(quiet, _doc(0.42, 0.52, 0.10, newer), record=False)
+    assert set(later["verdicts"].values()) == {"same"}
+
+
+def test_quick_without_an_env_checks_the_main_job_against_its_record(tmp_path, monkeypatch):
+    """The main job's recipe, at a budget shrunk further for the test, recorded and checked."""
+    from agentgym.baselines.bench import learning_check
+    from agentgym.baselines.config import QUICKSTART
+
+    monkeypatch.setattr(learning_check, "RECORD", tmp_path / "record.json")
+    small = {"sft_steps": 5, "sft_episodes": 4, "token_budget": 300, "preset": "nano"}
+    monkeypatch.setattr(learning_check, "SMALL", small)
+    monkeypatch.setattr(learning_check, "TEST_SEEDS", 4)
+    console = Console(file=io.StringIO(), width=300)
+    threads = torch.get_num_threads()
+    recorded = run_bench("learning", console, quick=True, record=True, work=str(tmp_path / "w"))
+    assert recorded["env"] == QUICKSTART.env
+    assert [r["variant"] for r in recorded["rows"]] == ["sft", QUICKSTART.credit]
+    assert recorded["budget"]["sft_steps"] == 5 and recorded["budget"]["seeds"] == [0]
+    again = run_bench("learning", console, quick=True, work=str(tmp_path / "w2"))  # retrained
+    assert set(again["check"]["verdicts"].values()) == {"same"}
+    assert "against record.json" in console.file.getvalue()
+    assert torch.get_num_threads() == threads  # pinned to one for the check, then restored
+
+
+def test_record_is_refused_outside_the_main_jobs_check():
+    refused = _cli("learning", "--quick", "--env", SMALL, "--record")
+    assert refused.returncode == 2 and "--record writes the main job's check" in refused.stderr
