@@ -32,8 +32,8 @@ TEST_SEEDS = 100
 THREADS = 1
 
 
-def recipe() -> Any:
-    """The main job's recipe at the small budget (a :class:`TrainConfig`)."""
+def recipe() -> TrainConfig:
+    """The main job's recipe at the small budget."""
     return QUICKSTART.with_options(**SMALL)
 
 

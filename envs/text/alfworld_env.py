@@ -427,11 +427,13 @@ class ALFWorldEnv(AgentEnv[str, str]):
     def _get_state(self) -> dict[str, Any]:
         game = self._game
         assert game is not None
-        return {
+        state: dict[str, Any] = {
             "operators": list(self._history),
             "feedback_sha256": hashlib.sha256(game.feedback.encode()).hexdigest(),
-            "memory": self._memory.to_json(),
         }
+        if self.memory:  # v0's snapshots stay as they were
+            state["memory"] = self._memory.to_json()
+        return state
 
     def _set_state(self, state: dict[str, Any]) -> None:
         assert self._task_id is not None
@@ -443,8 +445,7 @@ class ALFWorldEnv(AgentEnv[str, str]):
                 f"replaying the snapshot of task {self._task_id} gave another observation"
             )
         self._history = list(state["operators"])
-        # snapshots taken before the memory existed restore with an empty one (v0 never shows it)
-        memory = state.get("memory")
+        memory = state.get("memory")  # only an env with the memory line keeps it
         self._memory = PlaceMemory() if memory is None else PlaceMemory.from_json(memory)
         self._plan, self._plan_key = [], ""
 
