@@ -23,7 +23,16 @@ from rich.table import Table
 from typer.exceptions import TyperException
 
 from agentgym.bench import PARTS
-from agentgym.cli_options import AgentOptions, EnvKwargs, JsonFlag, RecordFlag, parse_env_kwargs
+from agentgym.cli_options import (
+    AgentOptions,
+    EnvKwargs,
+    JsonFlag,
+    RecordFlag,
+    SftModeOption,
+    SftTeacherOption,
+    SplitOption,
+    parse_env_kwargs,
+)
 from agentgym.core.errors import BadInput
 from agentgym.registry import families
 from agentgym.terminal import out, print_json
@@ -381,13 +390,9 @@ def bench(
             "(default on; the headline uses final checkpoints either way).",
         ),
     ] = None,
-    sft_mode: Annotated[
-        str | None,
-        typer.Option(
-            help="learning only: the warm start's SFT mode: plain (default) or ca "
-            "(credit-assignment SFT; its runs get folders of their own, e.g. warm-ca-0)."
-        ),
-    ] = None,
+    sft_mode: SftModeOption = None,
+    sft_teacher: SftTeacherOption = None,
+    split: SplitOption = None,
     record: RecordFlag = None,
 ) -> None:
     """Measure one part (speed against a peer in the same run, learning, credit fidelity)."""
@@ -407,6 +412,8 @@ def bench(
         "device": device,
         "curve": curve,
         "sft_mode": sft_mode,
+        "sft_teacher": sft_teacher,
+        "split": split,
         "record": record,
     }
     doc = run_bench(

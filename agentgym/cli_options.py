@@ -34,6 +34,29 @@ RecordFlag = Annotated[
         "against (baselines/bench/learning_quick.json).",
     ),
 ]
+SftModeOption = Annotated[
+    str | None,
+    typer.Option(
+        help="learning only: the warm start's SFT mode: plain (default) or ca "
+        "(credit-assignment SFT; its runs get folders of their own, e.g. warm-ca-0)."
+    ),
+]
+SftTeacherOption = Annotated[
+    str | None,
+    typer.Option(
+        help="learning only: who labels the warm start's demonstrations (default the recipe's, "
+        "the env's oracle): an agent as module:Class that sees only what the policy sees, "
+        "without the recipe's noise (its runs get folders of their own)."
+    ),
+]
+SplitOption = Annotated[
+    str | None,
+    typer.Option(
+        help="learning only: the split the checkpoints are scored on: test (default) or val "
+        "(choose a recipe on val; the same --work folder then scores its runs on test without "
+        "training them again)."
+    ),
+]
 
 
 def parse_env_kwargs(items: list[str] | None, *, flag: str = "--env-kwarg") -> dict[str, Any]:

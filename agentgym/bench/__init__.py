@@ -62,6 +62,8 @@ PART_OPTIONS = {
             "device",
             "curve",
             "sft_mode",
+            "sft_teacher",
+            "split",
             "record",
         }
     ),
@@ -85,9 +87,10 @@ def run_bench(
     ``quick``: small sizes, a smoke run. The learning and credit parts take ``variants``
     (comma-separated credit variants), ``env`` and ``plot``; learning also ``rl_steps`` (RL
     steps instead of the token budget), ``seeds``, ``first_seed``, ``tokens``, ``aggregation``,
-    ``work``, ``device``, ``curve``, ``sft_mode`` and ``record``; credit ``checkpoint``, ``k``,
-    ``tasks`` and ``group_size``; attribution ``env``, ``checkpoint`` and ``tasks``
-    (:data:`PART_OPTIONS`; None: the part's default).
+    ``work``, ``device``, ``curve``, ``sft_mode``, ``sft_teacher``, ``split`` and ``record``;
+    credit
+    ``checkpoint``, ``k``, ``tasks`` and ``group_size``; attribution ``env``, ``checkpoint``
+    and ``tasks`` (:data:`PART_OPTIONS`; None: the part's default).
     """
     if part not in PARTS:
         raise BadInput(f"unknown bench part {part!r}: available: {', '.join(PARTS)}")

@@ -7,7 +7,9 @@ sampler or a refilling one spends the budget differently, never more). Every var
 loss aggregation (``--aggregation``, token-mean by default; ``--aggregation own`` lets each
 variant use its paper's, when aggregation is the thing compared). Only final checkpoints are
 scored, greedily on the test split over many seeds through the harness; a few checkpoints
-along the budget are scored too, for the curve, never for the headline.
+along the budget are scored too, for the curve, never for the headline. A recipe is chosen on
+the val split (``--split val``) and reported on test: the same work folder then scores its
+finished runs again instead of training them again.
 
 Reported: per variant, the mean over training seeds with a two-level bootstrap interval over
 training seeds and test seeds (:func:`~agentgym.harness.stats.nested_bootstrap_ci`), each
@@ -34,7 +36,6 @@ a work folder holds plain and ca runs side by side.
 from __future__ import annotations
 
 import csv
-import json
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
@@ -47,6 +48,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agentgym.baselines.bench import learning_check
+from agentgym.baselines.bench.learning_runs import reused
 from agentgym.baselines.config import DOMAIN_ENVS, RECIPES, SEARCH_MENU_SMALL, TrainConfig
 from agentgym.core.errors import BadInput
 from agentgym.harness.compare import difference
@@ -70,7 +72,7 @@ class Budget:
     Attributes:
         train: the recipe (warm start and RL settings; ``rl.token_budget`` is the budget).
         seeds: the training seeds; each has its own warm start, shared by its variants.
-        test_seeds: test-split seeds per scored checkpoint.
+        test_seeds: seeds of the scoring split per scored checkpoint.
     """
 
     train: TrainConfig
@@ -79,6 +81,18 @@ class Budget:
     curve: tuple[float, ...] = CURVE
     """fractions of the budget whose checkpoints are scored for the curve (empty: the final
     checkpoint alone, the only one the headline uses)."""
+    split: str = "test"
+    """the split the checkpoints are scored on: "test", or "val" to choose a recipe (then
+    report the chosen one on test)."""
+
+    def eval_key(self) -> dict[str, Any]:
+        """How the checkpoints are scored, as a finished run's settings record it.
+
+        The split appears only where it is not test, so runs scored before the option existed
+        are reused.
+        """
+        split = {"split": self.split} if self.split != "test" else {}
+        return {"test_seeds": self.test_seeds, **split}
 
     @property
     def env(self) -> str:
@@ -96,7 +110,7 @@ class Budget:
             f"{self.env}: {start}, then {spend} of RL per "
             f"variant; training seeds {', '.join(map(str, self.seeds))}; aggregation "
             f"{rl.aggregation or 'each variant its own'}; final checkpoints, greedy, "
-            f"{self.test_seeds} test seeds"
+            f"{self.test_seeds} {self.split} seeds"
         )
 
 
@@ -165,6 +179,8 @@ def run(
     device: str = "cpu",
     curve: bool = True,
     sft_mode: str = "plain",
+    sft_teacher: str | None = None,
+    split: str = "test",
     record: bool = False,
 ) -> dict[str, Any]:
     """Warm starts, the variants, the evaluations, the comparisons; prints two tables.
@@ -176,7 +192,9 @@ def run(
     onwards; ``work`` keeps the runs there and reuses finished ones (None: a temporary folder,
     removed at the end); ``device`` is where they train; without ``curve`` only final
     checkpoints are scored (a quarter of the evaluations); ``sft_mode`` is the warm start's
-    (``ca``: its own mistakes replace the recipe's ``sft_noise``).
+    (``ca``: its own mistakes replace the recipe's ``sft_noise``); ``sft_teacher`` labels its
+    demonstrations instead of the recipe's teacher (without noise); ``split`` is the one the
+    checkpoints are scored on (``val`` to choose a recipe, ``test`` to report it).
     """
     from agentgym.baselines.credit import compose
     from agentgym.registry import make
@@ -184,6 +202,10 @@ def run(
     checking = quick and env is None
     if record and not checking:
         raise BadInput("--record writes the main job's check: bench learning --quick, no --env")
+    if split not in ("val", "test"):
+        raise BadInput(f"--split must be val or test, got {split!r}")
+    if checking and split != "test":
+        raise BadInput("the main job's check scores on test, as its recorded figures do")
     if checking:
         budget = _check_budget(1 if seeds is None else seeds, tokens, aggregation, first_seed)
         variants = variants or (learning_check.variant(),)
@@ -197,14 +219,7 @@ def run(
             first_seed=first_seed,
         )
         variants = variants or ("grpo", "gigpo")
-    if rl_steps is not None:
-        budget = replace(budget, train=budget.train.with_options(steps=rl_steps, token_budget=0))
-    if device != "cpu":  # checked by the first run that trains: finished runs report anywhere
-        budget = replace(budget, train=budget.train.with_options(device=device))
-    if not curve:
-        budget = replace(budget, curve=())
-    if sft_mode != "plain":
-        budget = replace(budget, train=budget.train.with_options(sft_mode=sft_mode, sft_noise=0.0))
+    budget = _with_options(budget, rl_steps, device, curve, sft_mode, sft_teacher, split)
     variants = tuple(dict.fromkeys(variants))
     if not variants:
         raise BadInput("--variants needs at least one credit variant")
@@ -235,6 +250,36 @@ def run(
     return doc
 
 
+def _with_options(
+    budget: Budget,
+    rl_steps: int | None,
+    device: str,
+    curve: bool,
+    sft_mode: str,
+    sft_teacher: str | None,
+    split: str,
+) -> Budget:
+    """``budget`` with :func:`run`'s options applied (each at its default leaves it alone)."""
+    if rl_steps is not None:
+        budget = replace(budget, train=budget.train.with_options(steps=rl_steps, token_budget=0))
+    if device != "cpu":  # checked by the first run that trains: finished runs report anywhere
+        budget = replace(budget, train=budget.train.with_options(device=device))
+    if not curve:
+        budget = replace(budget, curve=())
+    if split != "test":
+        budget = replace(budget, split=split)
+    if sft_mode != "plain":
+        budget = replace(budget, train=budget.train.with_options(sft_mode=sft_mode, sft_noise=0.0))
+    if sft_teacher is not None and sft_teacher != "oracle":
+        from agentgym.agents import load_agent
+
+        load_agent(sft_teacher)  # a name that loads no agent fails now, not after the runs
+        # an agent's demonstrations take no noise: only the oracle re-plans from any state
+        teacher = budget.train.with_options(sft_teacher=sft_teacher, sft_noise=0.0)
+        budget = replace(budget, train=teacher)
+    return budget
+
+
 def _seed_runs(
     console: Console, budget: Budget, variants: tuple[str, ...], seed: int, work: Path
 ) -> dict[str, dict[str, Any]]:
@@ -249,12 +294,16 @@ def _seed_runs(
     # (RL from scratch), the seed's initial policy, which train() leaves at its output
     start = warm / "sft" if warm_cfg.sft.steps > 0 else warm
 
-    def warm_start() -> dict[str, Any]:
-        train(warm_cfg, warm)
+    def warm_scored() -> dict[str, Any]:
         return {"doc": _evaluate(start, budget), "curve": [], "tokens": 0, "steps": 0}
 
-    warm_key = {"warm start": warm_cfg.to_json(), "test_seeds": budget.test_seeds}
-    out = {"sft": _reused(console, f"seed {seed}: warm start", warm, warm_key, warm_start)}
+    def warm_start() -> dict[str, Any]:
+        train(warm_cfg, warm)
+        return warm_scored()
+
+    warm_key = {"warm start": warm_cfg.to_json(), **budget.eval_key()}
+    title = f"seed {seed}: warm start"
+    out = {"sft": reused(console, title, warm, warm_key, warm_start, warm_scored)}
     wanting = [name for name in variants if _wants_teachers(name)]
     teachers = _domain_teachers(console, base, warm_key, start, seed, work) if wanting else {}
     spec = ",".join(f"{domain}={run['dir']}" for domain, run in teachers.items())
@@ -264,20 +313,31 @@ def _seed_runs(
         if name in wanting:
             cfg = cfg.with_options(teachers=spec)
 
-        def rl(cfg: TrainConfig = cfg, run_dir: Path = run_dir) -> dict[str, Any]:
-            train(cfg, run_dir)
+        def scored(run_dir: Path = run_dir) -> dict[str, Any]:
             return _scored_run(run_dir, budget)
 
+        def rl(cfg: TrainConfig = cfg, run_dir: Path = run_dir) -> dict[str, Any]:
+            train(cfg, run_dir)
+            return scored(run_dir)
+
         key = {**warm_key, "rl": cfg.to_json()}  # a new warm start invalidates its runs
-        out[name] = _reused(console, f"seed {seed}: {name}", run_dir, key, rl)
+        out[name] = reused(console, f"seed {seed}: {name}", run_dir, key, rl, scored)
         if name in wanting:  # its teachers' training is its cost too
             out[name] = {**out[name], "teachers_train_seconds": _total(teachers, "seconds")}
     return out
 
 
 def _tag(cfg: TrainConfig) -> str:
-    """What a seed's run folders add to their names for a warm start other than plain SFT."""
-    return "" if cfg.sft.mode == "plain" else f"{cfg.sft.mode}-"
+    """What a seed's run folders add to their names for a warm start of another kind.
+
+    Plain SFT on the oracle's demonstrations adds nothing; another mode adds its name
+    (``ca-``), another teacher its class's (``explorer-`` for ``...:ExplorerAgent``).
+    """
+    tag = "" if cfg.sft.mode == "plain" else f"{cfg.sft.mode}-"
+    if cfg.sft.teacher != "oracle":
+        name = cfg.sft.teacher.rsplit(":", 1)[-1].rsplit(".", 1)[-1].lower()
+        tag += f"{name.removesuffix('agent') or name}-"
+    return tag
 
 
 def _wants_teachers(name: str) -> bool:
@@ -318,7 +378,7 @@ def _domain_teachers(
 
         key = {**warm_key, "teacher": cfg.to_json()}
         title = f"seed {seed}: {domain} teacher"
-        teachers[domain] = {**_reused(console, title, run_dir, key, rl), "dir": str(run_dir)}
+        teachers[domain] = {**reused(console, title, run_dir, key, rl), "dir": str(run_dir)}
     return teachers
 
 
@@ -330,56 +390,6 @@ def _rl_rows(run_dir: Path) -> list[dict[str, str]]:
     """The RL steps' rows of a run's ``metrics.csv``."""
     with (run_dir / "metrics.csv").open() as f:
         return [r for r in csv.DictReader(f) if r["phase"] == "rl"]
-
-
-DONE = "bench-learning.json"
-"""The file a finished run leaves in its folder: its settings and its scores."""
-
-
-def _reused(
-    console: Console, title: str, folder: Path, key: dict[str, Any], work: Any
-) -> dict[str, Any]:
-    """``work()``'s result, or the one a finished run with settings ``key`` left in ``folder``.
-
-    A folder holding anything else (an interrupted run, other settings) is cleared first.
-    """
-    from agentgym.harness.results import write_atomic
-
-    done = folder / DONE
-    if done.is_file():
-        try:
-            previous = json.loads(done.read_text())
-        except (OSError, ValueError):
-            previous = {}
-        if _same_settings(previous.get("settings"), key):
-            console.print(f"{title}: finished earlier, reused from {folder}")
-            result: dict[str, Any] = previous["result"]
-            return result
-    console.print(title)
-    shutil.rmtree(folder, ignore_errors=True)
-    result = work()
-    write_atomic(done, {"settings": key, "result": result})
-    return result
-
-
-def _same_settings(previous: Any, key: Any) -> bool:
-    """Whether a finished run's settings are ``key``.
-
-    Equal, except that an option the run predates counts as equal where ``key`` holds that
-    option's default: a new option, added with its old behaviour as the default, does not
-    invalidate finished runs.
-    """
-    if not (isinstance(previous, dict) and isinstance(key, dict)):
-        return bool(previous == key)
-    if set(previous) - set(key):
-        return False
-    defaults = TrainConfig().to_json()
-    return all(
-        _same_settings(previous[name], value)
-        if name in previous
-        else name in defaults and defaults[name] == value
-        for name, value in key.items()
-    )
 
 
 def _scored_run(run_dir: Path, budget: Budget) -> dict[str, Any]:
@@ -416,7 +426,7 @@ def _evaluate(ckpt: Path, budget: Budget) -> dict[str, Any]:
         [budget.env],
         seeds=budget.test_seeds,
         root_seed=0,
-        split="test",
+        split=budget.split,
         env_kwargs=env_kwargs(budget.train),  # the env the runs trained on
     )
 
@@ -465,6 +475,7 @@ def _report(
             **budget.train.to_json(),
             "seeds": list(budget.seeds),
             "test_seeds": budget.test_seeds,
+            "split": budget.split,
             "scored": "final checkpoints",
         },
         "rows": rows,

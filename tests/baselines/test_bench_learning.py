@@ -164,6 +164,60 @@ def test_a_work_folder_resumes_finished_runs_and_lets_seeds_run_apart(tmp_path):
     assert model.stat().st_mtime_ns != stamp
 
 
+def test_a_recipe_chosen_on_val_is_scored_on_test_without_training_again(tmp_path):
+    work = tmp_path / "work"
+
+    def grpo(split):
+        console = Console(file=io.StringIO(), width=300)
+        doc = run_bench(
+            "learning", console, quick=True, env=SMALL, variants="grpo", seeds=1,
+            curve=False, work=str(work), split=split,
+        )  # fmt: skip
+        return doc, console.file.getvalue()
+
+    val, text = grpo("val")
+    assert val["budget"]["split"] == "val" and "4 val seeds" in text
+    done = json.loads((work / "grpo-0" / "bench-learning.json").read_text())
+    assert done["result"]["doc"]["split"] == "val"
+    model = work / "grpo-0" / "model.safetensors"
+    stamp = model.stat().st_mtime_ns
+    test, text = grpo("test")
+    assert test["budget"]["split"] == "test" and "4 test seeds" in text
+    assert text.count("trained earlier") == 2 and model.stat().st_mtime_ns == stamp
+    done = json.loads((work / "grpo-0" / "bench-learning.json").read_text())
+    assert done["result"]["doc"]["split"] == "test"
+    assert done["result"]["tokens"] == val["rows"][1]["generated_tokens"][0]
+    again, text = grpo("test")
+    assert text.count("finished earlier, reused") == 2
+    assert again["rows"] == test["rows"]
+
+
+def test_an_agents_demonstrations_warm_start_runs_of_their_own_beside_the_oracles(tmp_path):
+    work = tmp_path / "work"
+    reader = "agentgym.envs.search.reader:ReaderAgent"
+    console = Console(file=io.StringIO(), width=300)
+    doc = run_bench(
+        "learning", console, quick=True, env=SMALL, variants="grpo", seeds=1, curve=False,
+        work=str(work), sft_teacher=reader,
+    )  # fmt: skip
+    assert (doc["budget"]["sft_teacher"], doc["budget"]["sft_noise"]) == (reader, 0.0)
+    assert sorted(p.name for p in work.iterdir()) == ["grpo-reader-0", "warm-reader-0"]
+    oracle = run_bench(
+        "learning", console, quick=True, env=SMALL, variants="grpo", seeds=1, curve=False,
+        work=str(work),
+    )  # fmt: skip
+    assert oracle["budget"]["sft_teacher"] == "oracle"
+    names = sorted(p.name for p in work.iterdir())
+    assert names == ["grpo-0", "grpo-reader-0", "warm-0", "warm-reader-0"]  # both kept
+
+
+def test_the_scoring_split_is_val_or_test_and_the_teacher_an_agent():
+    refused = _cli("learning", "--quick", "--env", SMALL, "--split", "train")
+    assert refused.returncode == 2 and "--split must be val or test" in refused.stderr
+    unknown = _cli("learning", "--quick", "--env", SMALL, "--sft-teacher", "nosuch:Agent")
+    assert unknown.returncode == 2 and "cannot import agent module 'nosuch'" in unknown.stderr
+
+
 def test_without_the_curve_only_final_checkpoints_are_scored_and_teachers_are_counted(tmp_path):
     console = Console(file=io.StringIO(), width=300)
     doc = run_bench(
@@ -186,19 +240,19 @@ def test_without_the_curve_only_final_checkpoints_are_scored_and_teachers_are_co
 
 
 def test_a_finished_run_that_predates_an_option_is_reused_at_its_default():
-    from agentgym.baselines.bench.learning import _same_settings
+    from agentgym.baselines.bench.learning_runs import same_settings
     from agentgym.baselines.config import TrainConfig
 
     cfg = TrainConfig.from_options(env="agentgym/Search-Menu-Small-v1", sft_steps=5)
     key = {"warm start": cfg.to_json(), "test_seeds": 100}
     older = {"warm start": dict(cfg.to_json()), "test_seeds": 100}
     del older["warm start"]["sft_mode"]  # a run made before the option existed
-    assert _same_settings(older, key) and _same_settings(key, key)
+    assert same_settings(older, key) and same_settings(key, key)
     ca = {"warm start": {**cfg.to_json(), "sft_mode": "ca"}, "test_seeds": 100}
-    assert not _same_settings(older, ca)  # the option away from its default: not the same run
-    assert not _same_settings({**key, "test_seeds": 4}, key)
-    assert not _same_settings({**key, "extra": 1}, key)  # a setting the run has and key lacks
-    assert not _same_settings(None, key)
+    assert not same_settings(older, ca)  # the option away from its default: not the same run
+    assert not same_settings({**key, "test_seeds": 4}, key)
+    assert not same_settings({**key, "extra": 1}, key)  # a setting the run has and key lacks
+    assert not same_settings(None, key)
 
 
 def _doc(sft, rl, gain, budget=None):
