@@ -86,13 +86,8 @@ class Budget:
     report the chosen one on test)."""
 
     def eval_key(self) -> dict[str, Any]:
-        """How the checkpoints are scored, as a finished run's settings record it.
-
-        The split appears only where it is not test, so runs scored before the option existed
-        are reused.
-        """
-        split = {"split": self.split} if self.split != "test" else {}
-        return {"test_seeds": self.test_seeds, **split}
+        """How the checkpoints are scored, as a finished run's settings record it."""
+        return {"test_seeds": self.test_seeds, "split": self.split}
 
     @property
     def env(self) -> str:

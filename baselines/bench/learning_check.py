@@ -21,6 +21,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from agentgym.baselines.bench.learning_runs import same_settings
 from agentgym.baselines.config import QUICKSTART, TrainConfig
 
 RECORD = Path(__file__).with_name("learning_quick.json")
@@ -86,7 +87,7 @@ def check(console: Console, doc: dict[str, Any], record: bool = False) -> dict[s
         then = json.loads(RECORD.read_text())
     except (OSError, ValueError):
         then = {"settings": None, "figures": {}}
-    comparable = _same(then["settings"], now["settings"])
+    comparable = same_settings(then["settings"], now["settings"])
     table = Table("row", "now", "recorded", "verdict", title=f"against {RECORD.name}")
     verdicts = {}
     for name, fig in now["figures"].items():
@@ -112,16 +113,6 @@ def check(console: Console, doc: dict[str, Any], record: bool = False) -> dict[s
             "count): record new ones with --record"
         )
     return {"record": str(RECORD), "verdicts": verdicts}
-
-
-def _same(then: dict[str, Any] | None, now: dict[str, Any]) -> bool:
-    """Equal settings, where an option added since the record counts as equal at its default."""
-    if then is None or set(then) - set(now):
-        return False
-    defaults = {**TrainConfig().to_json(), "split": "test"}  # the bench's own option too
-    return all(
-        then[k] == v if k in then else k in defaults and defaults[k] == v for k, v in now.items()
-    )
 
 
 def _figure(fig: dict[str, float]) -> str:

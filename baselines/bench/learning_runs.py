@@ -24,6 +24,8 @@ DONE = "bench-learning.json"
 
 SCORING = ("test_seeds", "split")
 """The settings of a finished run that say how it was scored, not how it was trained."""
+SCORING_DEFAULTS = {"split": "test"}
+"""What a run scored before a scoring option existed was scored with."""
 
 
 def reused(
@@ -88,7 +90,7 @@ def same_settings(previous: Any, key: Any) -> bool:
         return bool(previous == key)
     if set(previous) - set(key):
         return False
-    defaults = TrainConfig().to_json()
+    defaults = {**TrainConfig().to_json(), **SCORING_DEFAULTS}
     return all(
         same_settings(previous[name], value)
         if name in previous
