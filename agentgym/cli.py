@@ -25,9 +25,12 @@ from typer.exceptions import TyperException
 from agentgym.bench import PARTS
 from agentgym.cli_options import (
     AgentOptions,
+    CurveFlag,
+    DeviceOption,
     EnvKwargs,
     JsonFlag,
     RecordFlag,
+    RlOptions,
     SftModeOption,
     SftTeacherOption,
     SplitOption,
@@ -378,21 +381,12 @@ def bench(
     group_size: Annotated[
         int | None, typer.Option(help="credit only: rollouts per group (4).")
     ] = None,
-    device: Annotated[
-        str | None,
-        typer.Option(help="learning only: where the runs train: cpu (default) or cuda."),
-    ] = None,
-    curve: Annotated[
-        bool | None,
-        typer.Option(
-            "--curve/--no-curve",
-            help="learning only: also score checkpoints along the budget for the curve "
-            "(default on; the headline uses final checkpoints either way).",
-        ),
-    ] = None,
+    device: DeviceOption = None,
+    curve: CurveFlag = None,
     sft_mode: SftModeOption = None,
     sft_teacher: SftTeacherOption = None,
     split: SplitOption = None,
+    rl_option: RlOptions = None,
     record: RecordFlag = None,
 ) -> None:
     """Measure one part (speed against a peer in the same run, learning, credit fidelity)."""
@@ -414,6 +408,7 @@ def bench(
         "sft_mode": sft_mode,
         "sft_teacher": sft_teacher,
         "split": split,
+        "rl_options": tuple(rl_option) if rl_option else None,
         "record": record,
     }
     doc = run_bench(

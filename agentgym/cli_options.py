@@ -26,6 +26,18 @@ AgentOptions = Annotated[
     ),
 ]
 
+DeviceOption = Annotated[
+    str | None,
+    typer.Option(help="learning only: where the runs train: cpu (default) or cuda."),
+]
+CurveFlag = Annotated[
+    bool | None,
+    typer.Option(
+        "--curve/--no-curve",
+        help="learning only: also score checkpoints along the budget for the curve "
+        "(default on; the headline uses final checkpoints either way).",
+    ),
+]
 RecordFlag = Annotated[
     bool | None,
     typer.Option(
@@ -55,6 +67,17 @@ SplitOption = Annotated[
         help="learning only: the split the checkpoints are scored on: test (default) or val "
         "(choose a recipe on val; the same --work folder then scores its runs on test without "
         "training them again)."
+    ),
+]
+
+RlOptions = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--rl-option",
+        help="learning only: NAME=VALUE, an option of the RL loop or its sampling that every "
+        "variant's RL run takes over the recipe's (e.g. epochs=2, lr=1e-3, group_size=16, "
+        "temperature=1.2); the warm starts stay the recipe's, and the runs of each setting get "
+        "folders of their own.",
     ),
 ]
 

@@ -183,7 +183,7 @@ def parse_options(cls: type, args: list[str], **given: Any) -> Any:
             continue
         if i + 1 == len(args):
             raise BadInput(f"{arg} needs a value")
-        values[key], i = _convert(key, kind, args[i + 1]), i + 2
+        values[key], i = convert(key, kind, args[i + 1]), i + 2
     return build(cls, values)
 
 
@@ -195,7 +195,12 @@ def _group_class(f: dataclasses.Field[Any]) -> type | None:
     return None
 
 
-def _convert(name: str, kind: str, text: str) -> Any:
+def convert(name: str, kind: str, text: str) -> Any:
+    """Option ``name``'s value from its text, by the field's annotation ``kind``.
+
+    Raises:
+        BadInput: text the annotation does not take.
+    """
     flag = "--" + name.replace("_", "-")
     optional = kind.endswith(" | None")
     if optional:

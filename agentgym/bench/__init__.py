@@ -64,6 +64,7 @@ PART_OPTIONS = {
             "sft_mode",
             "sft_teacher",
             "split",
+            "rl_options",
             "record",
         }
     ),
@@ -87,9 +88,9 @@ def run_bench(
     ``quick``: small sizes, a smoke run. The learning and credit parts take ``variants``
     (comma-separated credit variants), ``env`` and ``plot``; learning also ``rl_steps`` (RL
     steps instead of the token budget), ``seeds``, ``first_seed``, ``tokens``, ``aggregation``,
-    ``work``, ``device``, ``curve``, ``sft_mode``, ``sft_teacher``, ``split`` and ``record``;
-    credit ``checkpoint``, ``k``, ``tasks`` and ``group_size``; attribution ``env``,
-    ``checkpoint`` and ``tasks`` (:data:`PART_OPTIONS`; None: the part's default).
+    ``work``, ``device``, ``curve``, ``sft_mode``, ``sft_teacher``, ``split``, ``rl_options``
+    and ``record``; credit ``checkpoint``, ``k``, ``tasks`` and ``group_size``; attribution
+    ``env``, ``checkpoint`` and ``tasks`` (:data:`PART_OPTIONS`; None: the part's default).
     """
     if part not in PARTS:
         raise BadInput(f"unknown bench part {part!r}: available: {', '.join(PARTS)}")

@@ -31,6 +31,11 @@ DIR`` in each) before one last call with all the seeds reports them together.
 With ``--sft-mode ca`` the warm starts are credit-assignment SFT's (``baselines/ca_sft.py``);
 every run of a seed is then kept under a name of its own (``warm-ca-0``, ``grpo-ca-0``), so
 a work folder holds plain and ca runs side by side.
+
+``--rl-option NAME=VALUE`` (repeatable) sets an option of the RL loop or of its sampling for
+every variant's RL run (``--rl-option epochs=2 --rl-option lr=1e-3``), never for the warm
+start: the runs of each setting are kept under a name of their own (``gigpo-epochs2-lr0.001-0``)
+beside the same warm starts, so RL settings are compared from one warm start per seed.
 """
 
 from __future__ import annotations
@@ -42,18 +47,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from rich.console import Console
-from rich.table import Table
 
 from agentgym.baselines.bench import learning_check
+from agentgym.baselines.bench.learning_report import mean_success, report
 from agentgym.baselines.bench.learning_runs import reused
 from agentgym.baselines.config import DOMAIN_ENVS, RECIPES, SEARCH_MENU_SMALL, TrainConfig
+from agentgym.baselines.options import convert, options
 from agentgym.core.errors import BadInput
-from agentgym.harness.compare import difference
-from agentgym.harness.plot import agg_figure
-from agentgym.harness.stats import nested_bootstrap_ci, run_scores
 
 ENV_ID = SEARCH_MENU_SMALL.env
 TOKENS = 80_000
@@ -84,6 +86,14 @@ class Budget:
     split: str = "test"
     """the split the checkpoints are scored on: "test", or "val" to choose a recipe (then
     report the chosen one on test)."""
+    rl_options: tuple[tuple[str, Any], ...] = ()
+    """RL and sampling options by name (``("epochs", 2)``) that every variant's RL run takes
+    over the recipe's; the warm starts stay the recipe's."""
+
+    @property
+    def rl_train(self) -> TrainConfig:
+        """The recipe as the variants' RL runs take it: with :attr:`rl_options`."""
+        return self.train.with_options(**dict(self.rl_options))
 
     def eval_key(self) -> dict[str, Any]:
         """How the checkpoints are scored, as a finished run's settings record it."""
@@ -96,14 +106,16 @@ class Budget:
 
     def describe(self) -> str:
         """One line: budget, seeds, aggregation and scoring."""
-        rl = self.train.rl
+        rl = self.rl_train.rl
         spend = f"{rl.token_budget:,} generated tokens" if rl.token_budget else f"{rl.steps} steps"
         sft = self.train.sft
         mode = f" ({sft.mode})" if sft.mode != "plain" else ""
         start = f"warm start {sft.steps} SFT steps{mode}" if sft.steps else "no SFT"
+        settings = ", ".join(f"{name}={value}" for name, value in self.rl_options)
         return (
             f"{self.env}: {start}, then {spend} of RL per "
-            f"variant; training seeds {', '.join(map(str, self.seeds))}; aggregation "
+            f"variant{f' ({settings})' if settings else ''}; training seeds "
+            f"{', '.join(map(str, self.seeds))}; aggregation "
             f"{rl.aggregation or 'each variant its own'}; final checkpoints, greedy, "
             f"{self.test_seeds} {self.split} seeds"
         )
@@ -177,6 +189,7 @@ def run(
     sft_teacher: str | None = None,
     split: str = "test",
     record: bool = False,
+    rl_options: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Warm starts, the variants, the evaluations, the comparisons; prints two tables.
 
@@ -189,7 +202,8 @@ def run(
     checkpoints are scored (a quarter of the evaluations); ``sft_mode`` is the warm start's
     (``ca``: its own mistakes replace the recipe's ``sft_noise``); ``sft_teacher`` labels its
     demonstrations instead of the recipe's teacher (without noise); ``split`` is the one the
-    checkpoints are scored on (``val`` to choose a recipe, ``test`` to report it).
+    checkpoints are scored on (``val`` to choose a recipe, ``test`` to report it);
+    ``rl_options`` (``"NAME=VALUE"``) set RL and sampling options of every variant's RL run.
     """
     from agentgym.baselines.credit import compose
     from agentgym.registry import make
@@ -201,6 +215,8 @@ def run(
         raise BadInput(f"--split must be val or test, got {split!r}")
     if checking and split != "test":
         raise BadInput("the main job's check scores on test, as its recorded figures do")
+    if checking and rl_options:
+        raise BadInput("the main job's check trains its recipe, as its recorded figures do")
     if checking:
         budget = _check_budget(1 if seeds is None else seeds, tokens, aggregation, first_seed)
         variants = variants or (learning_check.variant(),)
@@ -215,6 +231,7 @@ def run(
         )
         variants = variants or ("grpo", "gigpo")
     budget = _with_options(budget, rl_steps, device, curve, sft_mode, sft_teacher, split)
+    budget = _with_rl_options(budget, rl_options)
     variants = tuple(dict.fromkeys(variants))
     if not variants:
         raise BadInput("--variants needs at least one credit variant")
@@ -239,7 +256,7 @@ def run(
             shutil.rmtree(folder, ignore_errors=True)
         if threads is not None:
             torch.set_num_threads(threads)
-    doc = _report(console, budget, variants, runs, plot)
+    doc = report(console, budget, variants, runs, plot)
     if checking:
         doc["check"] = learning_check.check(console, doc, record=record)
     return doc
@@ -275,6 +292,39 @@ def _with_options(
     return budget
 
 
+RL_GROUPS = ("rl", "sampling")
+"""The option groups ``--rl-option`` sets: the RL loop's and its decoding's."""
+
+
+def _with_rl_options(budget: Budget, items: tuple[str, ...] | list[str]) -> Budget:
+    """``budget`` with ``--rl-option NAME=VALUE`` items parsed, checked and kept in name order.
+
+    Raises:
+        BadInput: an item that is not NAME=VALUE, a name outside the RL and sampling options
+            (or the budget's, which have options of their own), a value the config refuses.
+    """
+    known = {o.name: o for o in options(TrainConfig) if o.path[0] in RL_GROUPS}
+    own = {"steps": "--rl-steps", "token_budget": "--tokens", "aggregation": "--aggregation"}
+    parsed: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or not name:
+            raise BadInput(f"--rl-option expects NAME=VALUE, got {item!r}")
+        if name in own:
+            raise BadInput(f"--rl-option {name}: the budget is set by {own[name]}")
+        if name not in known:
+            raise BadInput(
+                f"--rl-option {name}: not an option of the RL loop or its sampling; choose "
+                f"from {', '.join(sorted(set(known) - set(own)))}"
+            )
+        parsed[name] = convert(name, known[name].kind, text.strip())
+    if not parsed:
+        return budget
+    budget.train.with_options(**parsed)  # a value the config refuses fails now
+    return replace(budget, rl_options=tuple(sorted(parsed.items())))
+
+
 def _seed_runs(
     console: Console, budget: Budget, variants: tuple[str, ...], seed: int, work: Path
 ) -> dict[str, dict[str, Any]]:
@@ -302,9 +352,12 @@ def _seed_runs(
     wanting = [name for name in variants if _wants_teachers(name)]
     teachers = _domain_teachers(console, base, warm_key, start, seed, work) if wanting else {}
     spec = ",".join(f"{domain}={run['dir']}" for domain, run in teachers.items())
+    settings = "".join(f"{name}{value}-" for name, value in budget.rl_options)
     for name in variants:
-        run_dir = work / f"{name}-{tag}{seed}"
-        cfg = base.with_options(credit=name, init=str(start), sft_steps=0)
+        run_dir = work / f"{name}-{settings}{tag}{seed}"
+        cfg = base.with_options(
+            credit=name, init=str(start), sft_steps=0, **dict(budget.rl_options)
+        )
         if name in wanting:
             cfg = cfg.with_options(teachers=spec)
 
@@ -397,9 +450,9 @@ def _scored_run(run_dir: Path, budget: Budget) -> dict[str, Any]:
         step = next((i + 1 for i, t in enumerate(totals) if t >= fraction * final), None)
         if step is not None and step < len(totals):
             doc = _evaluate(run_dir / "steps" / f"step_{step:05d}", budget)
-            curve.append((totals[step - 1], _mean(doc, budget.env)))
+            curve.append((totals[step - 1], mean_success(doc, budget.env)))
     doc = _evaluate(run_dir, budget)
-    curve.append((final, _mean(doc, budget.env)))
+    curve.append((final, mean_success(doc, budget.env)))
     return {
         "doc": doc,
         "curve": curve,
@@ -424,164 +477,3 @@ def _evaluate(ckpt: Path, budget: Budget) -> dict[str, Any]:
         split=budget.split,
         env_kwargs=env_kwargs(budget.train),  # the env the runs trained on
     )
-
-
-def _mean(doc: dict[str, Any], env: str) -> float:
-    return float(doc["aggregates"][env]["mean"])
-
-
-def _scores(doc: dict[str, Any], env: str) -> np.ndarray:
-    """The test-run scores of one results document, in run order."""
-    return run_scores(doc["episodes"], env)
-
-
-# ---------------------------------------------------------------------------- report
-
-
-def _report(
-    console: Console,
-    budget: Budget,
-    variants: tuple[str, ...],
-    runs: list[dict[str, dict[str, Any]]],
-    plot: str | None,
-) -> dict[str, Any]:
-    env = budget.env
-    rows = [_row(name, [r[name] for r in runs], env) for name in ("sft", *variants)]
-    comparisons = {f"{name} vs sft": _paired(runs, "sft", name, env) for name in variants}
-    if "grpo" in variants:
-        for name in variants:
-            if name != "grpo":
-                comparisons[f"{name} vs grpo"] = _paired(runs, "grpo", name, env)
-    _print(console, budget, rows, comparisons)
-    if plot:
-        _plot(budget, variants, runs, Path(plot))
-        console.print(f"wrote {plot}")
-    ratios = {
-        f"{r['variant']} / grpo success": round(r["mean"] / grpo["mean"], 3)
-        for grpo in rows
-        if grpo["variant"] == "grpo" and grpo["mean"] > 0
-        for r in rows
-        if r["variant"] not in ("grpo", "sft")
-    }
-    return {
-        "part": "learning",
-        "env": env,
-        "budget": {
-            **budget.train.to_json(),
-            "seeds": list(budget.seeds),
-            "test_seeds": budget.test_seeds,
-            "split": budget.split,
-            "scored": "final checkpoints",
-        },
-        "rows": rows,
-        "comparisons": comparisons,
-        "curves": {name: [r[name]["curve"] for r in runs] for name in variants},
-        "ratios": ratios,
-    }
-
-
-def _row(name: str, per_seed: list[dict[str, Any]], env: str) -> dict[str, Any]:
-    est = nested_bootstrap_ci([_scores(r["doc"], env) for r in per_seed])
-    return {
-        "variant": name,
-        "mean": est.point,
-        "ci_low": est.ci_low,
-        "ci_high": est.ci_high,
-        "per_seed": [_mean(r["doc"], env) for r in per_seed],
-        "generated_tokens": [r["tokens"] for r in per_seed],
-        "rl_steps": [r["steps"] for r in per_seed],
-        "train_seconds": [round(r.get("seconds", 0.0), 1) for r in per_seed],
-        "teacher_tokens": [int(r.get("teacher_tokens", 0)) for r in per_seed],
-        "teacher_seconds": [round(r.get("teacher_seconds", 0.0), 1) for r in per_seed],
-        # the teachers a variant distils from were trained for it (bench learning trains them)
-        "teachers_train_seconds": [
-            round(r.get("teachers_train_seconds", 0.0), 1) for r in per_seed
-        ],
-        "n": sum(len(_scores(r["doc"], env)) for r in per_seed),
-    }
-
-
-def _paired(runs: list[dict[str, dict[str, Any]]], a: str, b: str, env: str) -> dict[str, Any]:
-    """B − A on the same training seeds and test episodes, with the two-level interval."""
-    diffs = [_scores(r[b]["doc"], env) - _scores(r[a]["doc"], env) for r in runs]
-    est = nested_bootstrap_ci(diffs)
-    return {
-        "diff": est.point,
-        "ci_low": est.ci_low,
-        "ci_high": est.ci_high,
-        "per_seed": [float(d.mean()) for d in diffs],
-        "n_pairs": sum(len(d) for d in diffs),
-        "verdict": difference(
-            est.point, est.ci_low, est.ci_high, a=a, b=b, over=" over training and test seeds"
-        ),
-    }
-
-
-def _print(
-    console: Console,
-    budget: Budget,
-    rows: list[dict[str, Any]],
-    comparisons: dict[str, dict[str, Any]],
-) -> None:
-    table = Table(
-        "variant",
-        "success",
-        "95% CI (train × test seeds)",
-        "per seed",
-        "generated tokens",
-        "RL steps",
-        "train s (teachers s) +teachers' training s",
-        title=budget.describe(),
-    )
-    start = "sft" if budget.train.sft.steps > 0 else "start (no SFT)"
-    for r in rows:
-        table.add_row(
-            start if r["variant"] == "sft" else r["variant"],
-            f"{r['mean']:.3f}",
-            f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
-            " ".join(f"{x:.2f}" for x in r["per_seed"]),
-            " ".join(f"{t:,}" for t in r["generated_tokens"]),
-            " ".join(str(s) for s in r["rl_steps"]),
-            " ".join(
-                f"{t:.0f} ({x:.0f})" + (f" +{y:.0f}" if y else "")
-                for t, x, y in zip(
-                    r["train_seconds"],
-                    r["teacher_seconds"],
-                    r["teachers_train_seconds"],
-                    strict=True,
-                )
-            ),
-        )
-    console.print(table)
-    if comparisons:
-        paired = Table("comparison (final checkpoints)", "verdict", title="paired, B − A")
-        for name, c in comparisons.items():
-            paired.add_row(name, c["verdict"])
-        console.print(paired)
-
-
-def _plot(
-    budget: Budget, variants: tuple[str, ...], runs: list[dict[str, dict[str, Any]]], path: Path
-) -> None:
-    """Test success against generated tokens: the mean over seeds and its min-max band."""
-    fig = agg_figure(figsize=(7, 4))
-    ax = fig.add_subplot()
-    sft = float(np.mean([_mean(r["sft"]["doc"], budget.env) for r in runs]))
-    label = "warm start (SFT)" if budget.train.sft.steps > 0 else "initial policy (no SFT)"
-    ax.axhline(sft, color="grey", linestyle="--", label=label)
-    for name in variants:
-        curves = [r[name]["curve"] for r in runs]
-        n = min(len(c) for c in curves)
-        x = np.mean([[p[0] for p in c[:n]] for c in curves], axis=0)
-        y = np.array([[p[1] for p in c[:n]] for c in curves])
-        (line,) = ax.plot(x, y.mean(axis=0), "o-", label=name)
-        ax.fill_between(x, y.min(axis=0), y.max(axis=0), color=line.get_color(), alpha=0.2)
-    ax.set(
-        xlabel="generated tokens",
-        ylabel="test success (greedy)",
-        ylim=(-0.02, 1.02),
-        title=f"{budget.env}, {len(runs)} training seeds (band: min to max)",
-    )
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path)

@@ -211,6 +211,44 @@ def test_an_agents_demonstrations_warm_start_runs_of_their_own_beside_the_oracle
     assert names == ["grpo-0", "grpo-reader-0", "warm-0", "warm-reader-0"]  # both kept
 
 
+def test_rl_options_train_runs_of_their_own_from_the_same_warm_start(tmp_path):
+    work = tmp_path / "work"
+
+    def grpo(**options):
+        console = Console(file=io.StringIO(), width=300)
+        doc = run_bench(
+            "learning", console, quick=True, env=SMALL, variants="grpo", seeds=1, curve=False,
+            work=str(work), **options,
+        )  # fmt: skip
+        return doc, console.file.getvalue()
+
+    plain, _ = grpo()
+    tuned, text = grpo(rl_options=("epochs=2", "lr=1e-3"))
+    assert "warm start: finished earlier" in text and "(epochs=2, lr=0.001)" in text
+    assert (plain["budget"]["epochs"], plain["budget"]["lr"]) == (1, 3e-4)  # the recipe's
+    assert (tuned["budget"]["epochs"], tuned["budget"]["lr"]) == (2, 1e-3)
+    assert sorted(p.name for p in work.iterdir()) == ["grpo-0", "grpo-epochs2-lr0.001-0", "warm-0"]
+    trained = json.loads((work / "grpo-epochs2-lr0.001-0" / "train_config.json").read_text())
+    assert (trained["epochs"], trained["lr"]) == (2, 1e-3)
+    warm = json.loads((work / "warm-0" / "train_config.json").read_text())
+    assert (warm["epochs"], warm["lr"]) == (1, 3e-4)  # the warm start stays the recipe's
+
+
+def test_an_rl_option_outside_the_rl_loop_or_out_of_range_exits_2():
+    for option, words in [
+        ("sft_steps=5", "not an option of the RL loop or its sampling"),
+        ("epochs=0", "--epochs and --minibatches must be at least 1"),
+        ("lr=fast", "--lr expects float"),
+        ("token_budget=9", "the budget is set by --tokens"),
+        ("epochs", "--rl-option expects NAME=VALUE"),
+    ]:
+        refused = _cli("learning", "--quick", "--env", SMALL, "--rl-option", option)
+        assert refused.returncode == 2 and words in refused.stderr, (option, refused.stderr)
+        assert "warm start" not in refused.stdout
+    check = _cli("learning", "--quick", "--rl-option", "epochs=2")
+    assert check.returncode == 2 and "the main job's check trains its recipe" in check.stderr
+
+
 def test_the_scoring_split_is_val_or_test_and_the_teacher_an_agent():
     refused = _cli("learning", "--quick", "--env", SMALL, "--split", "train")
     assert refused.returncode == 2 and "--split must be val or test" in refused.stderr
