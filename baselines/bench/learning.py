@@ -344,7 +344,7 @@ def _seed_runs(
 
     def warm_start() -> dict[str, Any]:
         train(warm_cfg, warm)
-        return warm_scored()
+        return {**warm_scored(), "threads": torch.get_num_threads()}
 
     warm_key = {"warm start": warm_cfg.to_json(), **budget.eval_key()}
     title = f"seed {seed}: warm start"
@@ -366,7 +366,7 @@ def _seed_runs(
 
         def rl(cfg: TrainConfig = cfg, run_dir: Path = run_dir) -> dict[str, Any]:
             train(cfg, run_dir)
-            return scored(run_dir)
+            return {**scored(run_dir), "threads": torch.get_num_threads()}
 
         key = {**warm_key, "rl": cfg.to_json()}  # a new warm start invalidates its runs
         out[name] = reused(console, f"seed {seed}: {name}", run_dir, key, rl, scored)

@@ -87,6 +87,9 @@ def _row(name: str, per_seed: list[dict[str, Any]], env: str) -> dict[str, Any]:
         "teachers_train_seconds": [
             round(r.get("teachers_train_seconds", 0.0), 1) for r in per_seed
         ],
+        # torch's threads in the process that trained each run: the summation order they set
+        # moves a run's figures by several points, so a figure is reproduced at its count
+        "threads": [r.get("threads") for r in per_seed],
         "n": sum(len(scores(r["doc"], env)) for r in per_seed),
     }
 

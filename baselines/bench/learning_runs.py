@@ -64,7 +64,7 @@ def reused(
             result = previous["result"]
         else:
             console.print(f"{title}: trained earlier in {folder}, scored again")
-            result = rescore()
+            result = {**previous["result"], **rescore()}  # what training recorded stays
         write_atomic(done, {"settings": key, "result": result})
         return result
     console.print(title)
