@@ -36,6 +36,18 @@ class ModelConfig:
     device: str = "cpu"
     """Where the policy, its reference and its teachers train and score: cpu or cuda (one
     GPU; evaluation still loads checkpoints on the CPU)."""
+    threads: int = 1
+    """torch's CPU threads while training (0: torch's default for this host). The thread
+    count sets the order of floating-point sums, and a greedy policy turns that rounding into
+    whole episodes won or lost (two threads instead of one moved the main job's RL figure by 7
+    points), so it is fixed: the same seed trains the same policy on any machine."""
+
+    def __post_init__(self) -> None:
+        """Refuse a negative thread count."""
+        if self.threads < 0:
+            raise ValueError(
+                f"--threads is a count of CPU threads (0: torch's default), got {self.threads}"
+            )
 
 
 SFT_MODES = {

@@ -379,9 +379,12 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     """
     plan = compose(cfg.credit, plan_settings(cfg))
     pool, named = _start_up(cfg, plan)
+    before = torch.get_num_threads()
+    torch.set_num_threads(cfg.model.threads or before)
     try:
         return _train(cfg, out, plan, pool, named)
     finally:
+        torch.set_num_threads(before)
         pool.close()
 
 

@@ -325,6 +325,11 @@ def _with_rl_options(budget: Budget, items: tuple[str, ...] | list[str]) -> Budg
     return replace(budget, rl_options=tuple(sorted(parsed.items())))
 
 
+def _threads(cfg: TrainConfig) -> int:
+    """The torch threads a run trained on (its ``threads`` option, or the host's default)."""
+    return cfg.model.threads or torch.get_num_threads()
+
+
 def _seed_runs(
     console: Console, budget: Budget, variants: tuple[str, ...], seed: int, work: Path
 ) -> dict[str, dict[str, Any]]:
@@ -344,7 +349,7 @@ def _seed_runs(
 
     def warm_start() -> dict[str, Any]:
         train(warm_cfg, warm)
-        return {**warm_scored(), "threads": torch.get_num_threads()}
+        return {**warm_scored(), "threads": _threads(warm_cfg)}
 
     warm_key = {"warm start": warm_cfg.to_json(), **budget.eval_key()}
     title = f"seed {seed}: warm start"
@@ -366,7 +371,7 @@ def _seed_runs(
 
         def rl(cfg: TrainConfig = cfg, run_dir: Path = run_dir) -> dict[str, Any]:
             train(cfg, run_dir)
-            return {**scored(run_dir), "threads": torch.get_num_threads()}
+            return {**scored(run_dir), "threads": _threads(cfg)}
 
         key = {**warm_key, "rl": cfg.to_json()}  # a new warm start invalidates its runs
         out[name] = reused(console, f"seed {seed}: {name}", run_dir, key, rl, scored)

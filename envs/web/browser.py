@@ -76,6 +76,8 @@ class BrowserConfig:
         height: viewport height in CSS pixels (screenshots are this tall).
         timeout_s: limit on a page load or a script; the HTTP call to the driver gets 5 s
             more, so a hung browser cannot block forever.
+        start_timeout_s: the same limits while the browser starts (at least ``timeout_s``):
+            a first renderer on a busy machine can take longer than a page load may.
     """
 
     chromium: str = "/usr/bin/chromium"
@@ -83,6 +85,7 @@ class BrowserConfig:
     width: int = 1024
     height: int = 768
     timeout_s: float = 10.0
+    start_timeout_s: float = 60.0
 
 
 @dataclass
@@ -152,14 +155,13 @@ class Browser:
         self._h.tag, self._h.home, self._h.pid = home, home, os.getpid()
         try:
             driver = webdriver.Chrome(options=options, service=Service(cfg.chromedriver, env=env))
-            _set_http_timeout(driver, cfg.timeout_s + 5)
-            driver.set_page_load_timeout(cfg.timeout_s)
-            driver.set_script_timeout(cfg.timeout_s)
+            _set_timeouts(driver, max(cfg.start_timeout_s, cfg.timeout_s))
             metrics = {"width": cfg.width, "height": cfg.height}
             driver.execute_cdp_cmd(
                 "Emulation.setDeviceMetricsOverride",
                 {**metrics, "deviceScaleFactor": 1, "mobile": False},
             )
+            _set_timeouts(driver, cfg.timeout_s)
         except Exception as e:  # anything at all: tear down what started, then report
             _shutdown(self._h, False)
             raise BrowserError(f"Chromium did not start: {type(e).__name__}: {e}") from e
@@ -269,6 +271,13 @@ def _shutdown(h: _Handles, polite: bool) -> None:
         if h.home:
             shutil.rmtree(h.home, ignore_errors=True)
         h.tag = h.home = ""
+
+
+def _set_timeouts(driver: Any, seconds: float) -> None:
+    """Page loads and scripts get ``seconds``; the HTTP call to the driver 5 s more."""
+    _set_http_timeout(driver, seconds + 5)
+    driver.set_page_load_timeout(seconds)
+    driver.set_script_timeout(seconds)
 
 
 def _set_http_timeout(driver: Any, seconds: float) -> None:

@@ -139,6 +139,7 @@ def test_a_warm_start_without_think_keeps_the_actions_and_drops_the_quotes(setup
         (("--credit-settings", '{"gigpo": {}}'), "which --credit 'grpo' lacks"),
         (("--credit-settings", '{"grpo": {"zero_stdd": 1}}'), "unknown grpo settings"),
         (("--device", "gpu0"), "use cpu or cuda"),
+        (("--threads", "-1"), "--threads is a count of CPU threads"),
         (("--teachers", "a=/x,a=/y"), "--teachers names 'a' twice"),
         (("--reference", "/no/such/dir"), "not a checkpoint directory"),
     ],
@@ -478,3 +479,35 @@ def test_a_token_budget_stops_rl_once_the_rollouts_generated_that_many(tmp_path)
     assert first == float(one[0]["generated_tokens"]) > 0
     two = rl_rows(train(base.with_options(token_budget=int(first) + 1), tmp_path / "two"))
     assert len(two) == 2 and float(two[-1]["generated_total"]) >= first + 1
+
+
+def test_training_runs_on_its_own_thread_count_and_gives_the_host_its_own_back(
+    tmp_path, monkeypatch
+):
+    """The thread count orders the float sums a greedy policy turns into wins or losses, so a
+    seed must train on the same count whatever the host's default (0 keeps the host's)."""
+    from agentgym.baselines import train as loop
+
+    seen = []
+
+    def counted(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    real = loop.rl_step
+    monkeypatch.setattr(loop, "rl_step", counted)
+    base = TrainConfig.from_options(
+        preset="nano", sft_steps=0, steps=1, tasks_per_step=1, group_size=2,
+        max_new_tokens=40, eval_every=0, tensorboard=False,
+    )  # fmt: skip
+    host = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        loop.train(base, tmp_path / "pinned")
+        assert seen == [1] and torch.get_num_threads() == 2
+        loop.train(base.with_options(threads=0), tmp_path / "host")
+        assert seen == [1, 2] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(host)
+    config = json.loads((tmp_path / "pinned" / "train_config.json").read_text())
+    assert config["threads"] == 1  # recorded with the run

@@ -371,6 +371,21 @@ def test_hung_page_ends_the_episode_and_reset_recovers(monkeypatch: pytest.Monke
         e.close()
 
 
+def test_a_page_limit_shorter_than_a_start_still_starts_and_then_binds() -> None:
+    """A first renderer on a busy machine can take longer than a page may (CI once failed a
+    1.5 s limit at start): the start has its own allowance, and the page limit binds after."""
+    require_chromium()
+    from agentgym.envs.web.browser import Browser, BrowserConfig
+
+    browser = Browser(BrowserConfig(timeout_s=0.001))
+    try:
+        browser.start()
+        assert browser.starts == 1
+        assert browser.driver.timeouts.page_load == browser.driver.timeouts.script == 0.001
+    finally:
+        browser.close()
+
+
 def _play_oracle(e: Any, seed: int) -> tuple[bool, dict[str, Any], int]:
     from agentgym.checker.checks import play
 
