@@ -40,7 +40,7 @@ class ModelConfig:
     """torch's CPU threads while training (0: torch's default for this host). The thread
     count sets the order of floating-point sums, and a greedy policy turns that rounding into
     whole episodes won or lost (two threads instead of one moved the main job's RL figure by 7
-    points), so it is fixed: the same seed trains the same policy on any machine."""
+    points), so it is fixed: the same seed trains the same policy whatever the host's cores."""
 
     def __post_init__(self) -> None:
         """Refuse a negative thread count."""
