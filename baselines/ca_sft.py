@@ -27,8 +27,9 @@ import numpy as np
 import torch
 
 from agentgym.baselines.config import TrainConfig
+from agentgym.baselines.demos import THINK, Demo
 from agentgym.baselines.prompt import History
-from agentgym.baselines.train import THINK, Demo, WarmStart, env_kwargs, make_env
+from agentgym.baselines.train import WarmStart, env_kwargs, make_env
 from agentgym.core.errors import BadInput
 from agentgym.terminal import Progress
 

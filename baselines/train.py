@@ -16,7 +16,6 @@ import copy
 import csv
 import importlib
 import json
-import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from agentgym.agents.checkpoint import is_checkpoint_dir
 from agentgym.baselines.batch import Batch, StepContext, generated_tokens
 from agentgym.baselines.config import SFT_MODES, TrainConfig
 from agentgym.baselines.credit import compose
+from agentgym.baselines.demos import Demo, oracle_demos
 from agentgym.baselines.envpool import (
     EnvPool,
     check_pool_options,
@@ -42,9 +42,9 @@ from agentgym.baselines.policies.agent import (
     import_policy_class,
     save_policy_checkpoint,
 )
-from agentgym.baselines.prompt import History
 from agentgym.baselines.rollout import RolloutConfig
 from agentgym.baselines.teachers import Teachers, check_tokenizer, parse_teachers
+from agentgym.baselines.threads import torch_threads
 from agentgym.baselines.update import adamw, update
 from agentgym.core.errors import BadInput
 from agentgym.harness.plot import agg_figure
@@ -138,12 +138,6 @@ def load_policy(path: Path, device: str = "cpu", *, flag: str = "--init") -> Any
     return policy_cls.load(path, device=device)
 
 
-THINK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
-
-Demo = tuple[torch.Tensor, torch.Tensor]
-"""(prompt ids, response ids + eos) of one demonstrated turn."""
-
-
 @dataclass(frozen=True)
 class WarmStart:
     """What the SFT warm start trains on, whatever its mode (:data:`SFT_MODES`)."""
@@ -165,77 +159,6 @@ def warm_start(cfg: TrainConfig, policy: Any) -> WarmStart:
 def plain_warm_start(cfg: TrainConfig, policy: Any) -> WarmStart:
     """Plain SFT: every state of the teacher's episodes, weight 1 (:func:`oracle_demos`)."""
     return WarmStart(oracle_demos(cfg, policy))
-
-
-def oracle_demos(cfg: TrainConfig, policy: Any) -> list[Demo]:
-    """(prompt, teacher's action + eos) from the teacher's episodes on the train split.
-
-    The teacher is ``cfg.sft.teacher``: the env's oracle (it reads the env's state), or an
-    agent that sees only what the policy sees. With ``cfg.sft.noise`` > 0 an episode takes a
-    random admissible action with that probability, and every state it visits is still
-    labelled with the oracle's action (only the oracle re-plans from any state).
-
-    The loss is the plain NLL over every response token, not the NLL under the decoding
-    mask: the forced tokens (an item's text after its first distinct token) teach the policy
-    to read the menu, and on Search-Menu-Small the plain loss gave a better warm start.
-    """
-    env = make_env(cfg, split="train", **env_kwargs(cfg))
-    teacher = _teacher(cfg, env)
-    rng = np.random.default_rng([cfg.seed, 1])
-    demos: list[Demo] = []
-    label = f"warm start: {cfg.sft.teacher}'s demonstrations"
-    with Progress(label, cfg.sft.episodes, unit="episodes") as progress:
-        for seed in range(cfg.seed, cfg.seed + cfg.sft.episodes):
-            _demo_episode(cfg, env, teacher, policy, seed, rng, demos)
-            progress.advance(states=len(demos))
-    return demos
-
-
-def _demo_episode(
-    cfg: TrainConfig,
-    env: Any,
-    teacher: Any,
-    policy: Any,
-    seed: int,
-    rng: np.random.Generator,
-    demos: list[Demo],
-) -> None:
-    """Append one teacher episode's (prompt, response) pairs to ``demos``."""
-    tokenizer = policy.tokenizer
-    eos = tokenizer.eos_id
-    obs, info = env.reset(seed=seed)
-    teacher.reset(cfg.env, seed)
-    history = History(policy, cfg.prompt)
-    while True:
-        history.observe(obs, info)
-        action = str(teacher.act(obs, info))
-        label = action if cfg.sft.think else THINK.sub("", action)
-        response = [*tokenizer.encode(label), eos]
-        prompt = history.prompt()
-        demos.append((torch.tensor(prompt), torch.tensor(response)))
-        admissible = [str(a) for a in info.get("admissible_actions") or ()]
-        if admissible and cfg.sft.noise > 0 and rng.random() < cfg.sft.noise:
-            action = admissible[int(rng.integers(len(admissible)))]
-            response = [*tokenizer.encode(action), eos]
-        history.act(response)
-        obs, _, term, trunc, info = env.step(action)
-        if term or trunc:
-            break
-
-
-def _teacher(cfg: TrainConfig, env: Any) -> Any:
-    """The agent that labels the warm start's demonstrations, bound to ``env`` if it asks."""
-    from agentgym.agents import load_agent
-
-    if cfg.sft.teacher != "oracle" and cfg.sft.noise > 0:
-        raise BadInput(
-            f"--sft-noise needs the oracle teacher (it re-plans from any state); "
-            f"{cfg.sft.teacher} would label states its own bookkeeping never reached"
-        )
-    teacher: Any = load_agent(cfg.sft.teacher)
-    if hasattr(teacher, "bind"):
-        teacher.bind(env.unwrapped)
-    return teacher
 
 
 def rollout_config(cfg: TrainConfig, **overrides: Any) -> RolloutConfig:
@@ -379,12 +302,10 @@ def train(cfg: TrainConfig, out: Path) -> Path:
     """
     plan = compose(cfg.credit, plan_settings(cfg))
     pool, named = _start_up(cfg, plan)
-    before = torch.get_num_threads()
-    torch.set_num_threads(cfg.model.threads or before)
     try:
-        return _train(cfg, out, plan, pool, named)
+        with torch_threads(cfg.model.threads):
+            return _train(cfg, out, plan, pool, named)
     finally:
-        torch.set_num_threads(before)
         pool.close()
 
 

@@ -15,8 +15,13 @@ from rich.markup import escape
 from agentgym.harness.compare import compare as paired
 from agentgym.harness.evaluate import evaluate
 from agentgym.harness.plot import plot_report
+from agentgym.harness.pool import open_pool
 from agentgym.harness.report import print_report, report_json
 from agentgym.terminal import out
+
+WORKERS = 2
+"""Processes that play the evaluation episodes (the cores of a small machine); a checkpoint
+plays on one torch thread in each, so its records do not depend on how many there are."""
 
 
 def score_agents(
@@ -25,7 +30,7 @@ def score_agents(
     """Evaluate the trained agents, the oracle and a random agent; print, compare, plot.
 
     ``trained`` maps a name to a checkpoint, the RL one first; each agent plays ``seeds``
-    test episodes.
+    test episodes, on :data:`WORKERS` processes.
 
     Returns:
         Each agent's results document, by name.
@@ -33,13 +38,14 @@ def score_agents(
     agents = {**trained, "oracle": "oracle", "random": "random"}
     after_rl = next(iter(trained))  # "sft+<variant>"
     results, summary = {}, {}
-    for name, agent in agents.items():
-        path = out_dir / f"{name}.json"
-        results[name] = evaluate(
-            agent, [env_id], seeds=seeds, out=path, overwrite=True, progress=True
-        )
-        summary[name] = report_json(results[name])
-        out.print(f"wrote {path}")
+    with open_pool("process", WORKERS) as pool:
+        for name, agent in agents.items():
+            path = out_dir / f"{name}.json"
+            results[name] = evaluate(
+                agent, [env_id], seeds=seeds, out=path, overwrite=True, progress=True, pool=pool
+            )
+            summary[name] = report_json(results[name])
+            out.print(f"wrote {path}")
     print_report(out, results)
     for a, b in (("sft", after_rl), ("random", after_rl)):
         files = (str(out_dir / f"{a}.json"), str(out_dir / f"{b}.json"))

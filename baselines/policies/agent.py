@@ -10,7 +10,8 @@ Checkpoint config keys ``PolicyAgent`` reads (others, such as training metadata,
 but ignored): ``policy_class`` (``module:Class`` with a ``load`` classmethod; default
 :class:`~agentgym.baselines.policies.tiny.TinyPolicy`), ``constrained`` (default true),
 ``greedy`` (default true), ``temperature`` (1.0), ``seed`` (0), ``max_new_tokens`` (64),
-``device`` ("cpu"), and ``prompt``, the
+``device`` ("cpu"), ``threads`` (1: torch's CPU threads while it generates, whatever the
+host's default, so a checkpoint scores the same on any machine), and ``prompt``, the
 :class:`~agentgym.baselines.prompt.PromptFormat` the policy was trained with (checkpoints
 written before it existed kept ``layout``, ``history`` and ``pin_first`` at the top level,
 and load the same).
@@ -27,6 +28,7 @@ from typing import Any
 from agentgym.agents.checkpoint import save_checkpoint
 from agentgym.baselines.policies.base import Policy
 from agentgym.baselines.prompt import History, PromptFormat, act, action_choices
+from agentgym.baselines.threads import torch_threads
 from agentgym.core.errors import BadInput
 
 AGENT_SPEC = "agentgym.baselines.policies.agent:PolicyAgent"
@@ -51,7 +53,7 @@ class PolicyAgent:
 
     name = "policy"
     OPTIONS = frozenset(
-        {"constrained", "greedy", "temperature", "seed", "max_new_tokens", "device"}
+        {"constrained", "greedy", "temperature", "seed", "max_new_tokens", "device", "threads"}
     )
     """The checkpoint settings ``eval --agent-option`` may override."""
 
@@ -65,6 +67,7 @@ class PolicyAgent:
         seed: int = 0,
         max_new_tokens: int = 64,
         prompt: PromptFormat | None = None,
+        threads: int = 1,
     ):
         """Wrap ``policy``; see the module docstring for what each setting does."""
         self.policy = policy
@@ -74,6 +77,7 @@ class PolicyAgent:
         self.seed = seed
         self.max_new_tokens = max_new_tokens
         self.prompt = prompt if prompt is not None else PromptFormat()
+        self.threads = threads
         self._history = History(policy, self.prompt)
         self.tokens_used = 0
         self._episode_seed = 0
@@ -94,6 +98,7 @@ class PolicyAgent:
             seed=int(config.get("seed", 0)),
             max_new_tokens=int(config.get("max_new_tokens", 64)),
             prompt=PromptFormat.from_checkpoint(config),
+            threads=int(config.get("threads", 1)),
         )
 
     @classmethod
@@ -128,15 +133,16 @@ class PolicyAgent:
         """
         self._history.observe(observation, info)
         key = stable_key(self.seed, self._episode_seed, self._turn)
-        (acted,) = act(
-            self.policy,
-            [self._history.prompt()],
-            [action_choices(self.policy, info, self.constrained)],
-            max_new_tokens=self.max_new_tokens,
-            temperature=self.temperature,
-            greedy=self.greedy,
-            gumbel_keys=None if self.greedy else [key],
-        )
+        with torch_threads(self.threads):
+            (acted,) = act(
+                self.policy,
+                [self._history.prompt()],
+                [action_choices(self.policy, info, self.constrained)],
+                max_new_tokens=self.max_new_tokens,
+                temperature=self.temperature,
+                greedy=self.greedy,
+                gumbel_keys=None if self.greedy else [key],
+            )
         self.tokens_used += len(acted.out.ids)
         self._history.act(acted.out.ids)
         self._turn += 1

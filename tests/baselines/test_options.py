@@ -24,7 +24,7 @@ def test_the_groups_keep_every_flag_name():
         "context", "epochs", "minibatches", "token_budget", "aggregation", "sft_teacher",
         "micro_batch_tokens", "env_kwargs", "reference", "teachers", "device", "sft_mode",
         "sft_ca_epsilon", "sft_ca_rollouts", "sft_ca_delta", "sft_ca_rise_weight",
-        "env_url", "backend", "address", "env_actors", "threads",
+        "env_url", "backend", "address", "env_actors", "threads", "sft_workers",
     }  # fmt: skip
 
 

@@ -109,6 +109,21 @@ def test_noisy_warm_start_leaves_the_oracle_path_deterministically(setup):
         assert torch.equal(p1, p2) and torch.equal(r1, r2)
 
 
+def test_demonstrations_are_the_same_whatever_the_number_of_workers(setup, monkeypatch):
+    """An episode's random actions come from its own seed: two workers playing chunks of two
+    episodes in spawned processes give the demonstrations one process gives."""
+    from agentgym.baselines import demos
+
+    policy, _ = setup
+    monkeypatch.setattr(demos, "CHUNK", 2)
+    cfg = TrainConfig.from_options(sft_episodes=5, sft_noise=0.5, sft_workers=1)
+    here = oracle_demos(cfg, policy)
+    spread = oracle_demos(cfg.with_options(sft_workers=2), policy)
+    assert len(spread) == len(here)
+    for (p1, r1), (p2, r2) in zip(here, spread, strict=True):
+        assert torch.equal(p1, p2) and torch.equal(r1, r2)
+
+
 def test_a_warm_start_without_think_keeps_the_actions_and_drops_the_quotes(setup):
     policy, _ = setup
     free = "agentgym/Search-Free-Small-v0"
@@ -502,12 +517,14 @@ def test_training_runs_on_its_own_thread_count_and_gives_the_host_its_own_back(
     )  # fmt: skip
     host = torch.get_num_threads()
     try:
-        torch.set_num_threads(2)
+        torch.set_num_threads(3)
         loop.train(base, tmp_path / "pinned")
-        assert seen == [1] and torch.get_num_threads() == 2
+        assert seen == [2] and torch.get_num_threads() == 3
+        loop.train(base.with_options(threads=1), tmp_path / "one")
+        assert seen == [2, 1] and torch.get_num_threads() == 3
         loop.train(base.with_options(threads=0), tmp_path / "host")
-        assert seen == [1, 2] and torch.get_num_threads() == 2
+        assert seen == [2, 1, 3] and torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(host)
     config = json.loads((tmp_path / "pinned" / "train_config.json").read_text())
-    assert config["threads"] == 1  # recorded with the run
+    assert config["threads"] == 2  # recorded with the run
