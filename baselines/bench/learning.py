@@ -248,14 +248,11 @@ def run(
     if work is not None and Path(work).exists() and not Path(work).is_dir():
         raise BadInput(f"--work {work} is a file: give a folder")
     folder = Path(work or tempfile.mkdtemp(prefix="agentgym-bench-learning-"))
-    threads = learning_check.pin_threads() if checking else None
     try:
         runs = [_seed_runs(console, budget, variants, seed, folder) for seed in budget.seeds]
     finally:
         if work is None:
             shutil.rmtree(folder, ignore_errors=True)
-        if threads is not None:
-            torch.set_num_threads(threads)
     doc = report(console, budget, variants, runs, plot)
     if checking:
         doc["check"] = learning_check.check(console, doc, record=record)

@@ -4,8 +4,9 @@ A change to the trainer, the rollouts, a policy, a recipe or an env's text can m
 learning figure, and a full three-seed benchmark takes hours. This check takes minutes: one
 training seed of :data:`~agentgym.baselines.config.QUICKSTART` (the recipe ``agentgym
 quickstart`` trains) with a shorter warm start and RL budget (:data:`SMALL`), its warm start
-and its RL result scored greedily on the test split, on one torch thread (the summation
-order is part of the result: two threads moved the main job's RL figure by 7 points). Each
+and its RL result scored greedily on the test split; training runs on the recipe's torch
+threads and the checkpoints play on one (the summation order is part of the result: two
+threads instead of one moved the main job's RL figure by 7 points). Each
 figure is then set against :data:`RECORD`: "same" when it lies inside the recorded figure's
 95% interval, "changed" when it does not (say why in the change's note, then record the new
 figures with ``--record``), "not comparable" when the settings differ from the recorded ones.
@@ -17,7 +18,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import torch
 from rich.console import Console
 from rich.table import Table
 
@@ -30,27 +30,16 @@ SMALL = {"sft_steps": 600, "sft_episodes": 600, "token_budget": 60_000}
 """The small budget, in the recipe's option names: a third of the warm start's steps, and
 about fifteen RL steps."""
 TEST_SEEDS = 100
-THREADS = 1
 
 
 def recipe() -> TrainConfig:
-    """The main job's recipe at the small budget, trained on the check's thread count."""
-    return QUICKSTART.with_options(**SMALL, threads=THREADS)
+    """The main job's recipe at the small budget (its thread count too)."""
+    return QUICKSTART.with_options(**SMALL)
 
 
 def variant() -> str:
     """The variant the main job trains (its RL row)."""
     return QUICKSTART.credit
-
-
-def pin_threads() -> int:
-    """Score on the check's thread count too (training pins it: :func:`recipe`).
-
-    Returns the count before.
-    """
-    before = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
-    return before
 
 
 def settings(doc: dict[str, Any]) -> dict[str, Any]:

@@ -188,7 +188,7 @@ def test_a_recipe_chosen_on_val_is_scored_on_test_without_training_again(tmp_pat
     assert done["result"]["doc"]["split"] == "test"
     assert done["result"]["tokens"] == val["rows"][1]["generated_tokens"][0]
     # the threads that trained each run are recorded, and scoring again keeps them
-    assert [r["threads"] for r in val["rows"]] == [[1]] * 2  # the recipe's one thread
+    assert [r["threads"] for r in val["rows"]] == [[2]] * 2  # the recipe's two threads
     assert [r["threads"] for r in test["rows"]] == [r["threads"] for r in val["rows"]]
     again, text = grpo("test")
     assert text.count("finished earlier, reused") == 2
@@ -344,7 +344,7 @@ def test_quick_without_an_env_checks_the_main_job_against_its_record(tmp_path, m
     again = run_bench("learning", console, quick=True, work=str(tmp_path / "w2"))  # retrained
     assert set(again["check"]["verdicts"].values()) == {"same"}
     assert "against record.json" in console.file.getvalue()
-    assert torch.get_num_threads() == threads  # pinned to one for the check, then restored
+    assert torch.get_num_threads() == threads  # pinned for training, then restored
 
 
 def test_record_is_refused_outside_the_main_jobs_check():
