@@ -84,7 +84,9 @@ class WarmStartConfig:
     """AdamW learning rate of the warm start."""
     workers: int = 2
     """Processes that play the teacher's episodes (1: this one). Each episode draws its random
-    actions from its own seed, so the demonstrations do not depend on this."""
+    actions from its own seed, so the demonstrations do not depend on this. The workers are
+    spawned, so a script that trains needs ``if __name__ == "__main__":`` (as for torch's
+    DataLoader workers)."""
     teacher: str = "oracle"
     """Who labels the demonstrations: "oracle" (the env's, which reads its state) or an agent
     as module:Class that sees only what the policy sees, such as
@@ -407,6 +409,6 @@ bench learning --env agentgym/ALFWorld-Small-v0 --variants grpo,gigpo``: three s
 tokens each, 100 test seeds: gigpo − sft +7.0 points [+1.3, +13.3], grpo − sft +4.0 [−1.7,
 +9.3]); re-measured since, its gain is a few points that no seed's interval keeps above zero
 (README), checked at a small budget by ``agentgym bench learning --quick``. Its one run in
-``agentgym quickstart`` printed +11.0 [+5.0, +17.0] on one thread (the default) and +3.3
-[−2.3, +9.3] pinned to two: a draw from that spread. The env's recipe in :data:`RECIPES` keeps
+``agentgym quickstart`` printed +11.0 [+6.0, +16.0] (two training threads, the default, in 20
+minutes on 2 cores): a draw from that spread. The env's recipe in :data:`RECIPES` keeps
 grpo, the variant every other is compared to."""
